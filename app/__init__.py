@@ -1,0 +1,3 @@
+"""SynaptoMind: a team memory service for AI agents."""
+
+__version__ = "0.1.0"

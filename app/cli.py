@@ -1,0 +1,173 @@
+"""The `synaptomind` console script."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from app.config import Settings, load_settings
+from app.db.models import Role
+
+T = TypeVar("T")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        raise SystemExit(2)
+    settings = load_settings()
+    from app.main import configure_logging
+
+    configure_logging(settings.log_level)
+    handler: Callable[[argparse.Namespace, Settings], None] = args.handler
+    handler(args, settings)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="synaptomind", description="Team memory service for AI agents (MCP).")
+    commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="serve MCP over streamable HTTP (/mcp) plus /health")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(handler=cmd_serve)
+    commands.add_parser("stdio", help="serve MCP over stdio as the local user").set_defaults(handler=cmd_stdio)
+    commands.add_parser("migrate", help="alembic upgrade head").set_defaults(handler=cmd_migrate)
+    commands.add_parser("prepare-model", help="build the offline model folder").set_defaults(handler=cmd_prepare_model)
+    commands.add_parser("reembed", help="embed every thought missing a current vector").set_defaults(
+        handler=cmd_reembed
+    )
+    token = commands.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
+    create = token.add_parser("create", help="create a user if needed and print a new token on stdout")
+    create.add_argument("--user", required=True)
+    create.add_argument("--role", choices=[role.value for role in Role])
+    create.add_argument("--label")
+    create.set_defaults(handler=cmd_token_create)
+    token.add_parser("list", help="list tokens (never their values)").set_defaults(handler=cmd_token_list)
+    revoke = token.add_parser("revoke", help="revoke a token by id")
+    revoke.add_argument("token_id")
+    revoke.set_defaults(handler=cmd_token_revoke)
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
+    import uvicorn
+
+    from app.main import build_context, create_http_app, open_database
+
+    settings = settings.model_copy(update={k: v for k, v in (("host", args.host), ("port", args.port)) if v})
+    if settings.auth.mode == "none" and settings.host not in ("127.0.0.1", "localhost", "::1"):
+        raise SystemExit("SYNAPTO_AUTH__MODE=none is refused unless the server binds to loopback")
+    handle = open_database(settings)
+    try:
+        app = create_http_app(settings, build_context(settings, handle.url))
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    finally:
+        handle.close()
+
+
+def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
+    from app.main import background, build_context, build_server, local_principal, open_database
+
+    handle = open_database(settings)
+
+    async def run() -> None:
+        context = build_context(settings, handle.url)
+        async with background(context):
+            server = build_server(context, await local_principal(context, settings.local_user))
+            await server.run_stdio_async()
+
+    try:
+        asyncio.run(run())
+    finally:
+        handle.close()
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
+    from app.main import open_database
+
+    open_database(settings).close()
+    print("database migrated to head", file=sys.stderr)
+
+
+def cmd_prepare_model(args: argparse.Namespace, settings: Settings) -> None:
+    from app.embedding.offline_model import prepare_offline_model
+    from app.embedding.runtime import offline_model_dir
+
+    target = offline_model_dir(settings.embedding.cache_dir)
+    prepare_offline_model(target, log=lambda message: print(message, file=sys.stderr))
+
+
+def cmd_reembed(args: argparse.Namespace, settings: Settings) -> None:
+    from app.main import build_context, open_database
+    from app.services.reembed import reembed_all
+
+    handle = open_database(settings)
+    try:
+        asyncio.run(reembed_all(build_context(settings, handle.url)))
+    finally:
+        handle.close()
+
+
+def _with_database(settings: Settings, work: Callable[..., Awaitable[T]]) -> T:
+    from app.main import build_context, open_database
+
+    handle = open_database(settings)
+
+    async def run() -> T:
+        context = build_context(settings, handle.url)
+        try:
+            return await work(context)
+        finally:
+            await context.db.dispose()
+
+    try:
+        return asyncio.run(run())
+    finally:
+        handle.close()
+
+
+def cmd_token_create(args: argparse.Namespace, settings: Settings) -> None:
+    from app.services.auth import AuthService
+
+    async def work(context: object) -> str:
+        async with context.db.unit_of_work() as session:  # type: ignore[attr-defined]
+            token, user = await AuthService(session).create_token(
+                args.user, Role(args.role) if args.role else None, args.label
+            )
+        print(f"token created for user '{user.name}' (role {user.role.value})", file=sys.stderr)
+        return token
+
+    print(_with_database(settings, work))
+
+
+def cmd_token_list(args: argparse.Namespace, settings: Settings) -> None:
+    from app.services.auth import AuthService
+
+    async def work(context: object) -> None:
+        async with context.db.unit_of_work() as session:  # type: ignore[attr-defined]
+            rows = await AuthService(session).list_tokens()
+        for row in rows:
+            state = "revoked" if row.revoked_at else "active"
+            print(f"{row.id}  {row.user_name:<20} {row.role.value:<7} {state:<8} {row.label or ''}")
+
+    _with_database(settings, work)
+
+
+def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
+    from app.errors import AppError
+    from app.services.auth import AuthService
+
+    async def work(context: object) -> None:
+        async with context.db.unit_of_work() as session:  # type: ignore[attr-defined]
+            await AuthService(session).revoke(args.token_id)
+
+    try:
+        _with_database(settings, work)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+    print(f"token {args.token_id} revoked", file=sys.stderr)

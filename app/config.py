@@ -1,0 +1,88 @@
+"""Settings: the only module that reads the environment (env prefix SYNAPTO_, nested with __)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATA_DIR = Path("~/.local/share/synaptomind").expanduser()
+DEFAULT_CACHE_DIR = Path("~/.cache/synaptomind/models").expanduser()
+
+
+class AuthSettings(BaseModel):
+    mode: Literal["token", "none"] = "token"
+
+
+class EmbeddingSettings(BaseModel):
+    model: str = "intfloat/multilingual-e5-small"
+    model_dir: Path | None = None
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    batch_size: int = Field(default=64, ge=1, le=1024)
+    threads: int | None = None
+    allow_download: bool = True
+
+
+class ConfidenceSettings(BaseModel):
+    unrelated_floor: float | None = None
+    vector_floor: float | None = None
+
+
+class SearchSettings(BaseModel):
+    confidence: ConfidenceSettings = ConfidenceSettings()
+    default_min_relevance: float = Field(default=0.4, ge=0, le=1)
+
+
+class HttpSettings(BaseModel):
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+
+
+class PreviewSettings(BaseModel):
+    ttl_seconds: int = Field(default=300, ge=10, le=86_400)
+
+
+class ContentSettings(BaseModel):
+    soft_limit: int = 600
+    hard_limit: int = 720
+
+
+class PrimerSettings(BaseModel):
+    promote_threshold: int = Field(default=5, ge=1)
+    list_cap: int = Field(default=500, ge=1)
+
+
+class GraphSettings(BaseModel):
+    max_degree: int = Field(default=25, ge=1, le=500)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SYNAPTO_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    database_url: SecretStr | None = None
+    data_dir: Path = DEFAULT_DATA_DIR
+    host: str = "127.0.0.1"
+    port: int = 8765
+    log_level: str = "INFO"
+    local_user: str = "local"
+    auth: AuthSettings = AuthSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    search: SearchSettings = SearchSettings()
+    http: HttpSettings = HttpSettings()
+    previews: PreviewSettings = PreviewSettings()
+    content: ContentSettings = ContentSettings()
+    primer: PrimerSettings = PrimerSettings()
+    graph: GraphSettings = GraphSettings()
+    pool_size: int = Field(default=10, ge=1, le=200)
+
+
+def load_settings() -> Settings:
+    return Settings()

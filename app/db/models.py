@@ -1,0 +1,349 @@
+"""ORM models: the whole data model (DESIGN.md §4). Alembic owns the schema built from these.
+
+Every table that grows with use carries project_id so it can be distributed by project later.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Computed,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    func,
+    text as sql,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+EMBEDDING_DIM = 384
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class ThoughtStatus(enum.StrEnum):
+    draft = "draft"
+    active = "active"
+    archived = "archived"
+
+
+class EdgeType(enum.StrEnum):
+    related = "related"
+    parent = "parent"
+    develops = "develops"
+    replaces = "replaces"
+    cluster = "cluster"
+    references = "references"
+    depends_on = "depends_on"
+    contradicts = "contradicts"
+    supports = "supports"
+
+
+SYMMETRIC_EDGE_TYPES = frozenset({EdgeType.related, EdgeType.contradicts})
+
+
+class Role(enum.StrEnum):
+    admin = "admin"
+    writer = "writer"
+    reader = "reader"
+
+
+class ProposalStatus(enum.StrEnum):
+    pending = "pending"
+    accepted = "accepted"
+    rejected = "rejected"
+    expired = "expired"
+    stale = "stale"
+    rolled_back = "rolled_back"
+
+
+def _enum(cls: type[enum.Enum], name: str) -> Enum:
+    return Enum(cls, name=name, values_callable=lambda members: [m.value for m in members])
+
+
+def _uuid_pk() -> Mapped[uuid.UUID]:
+    return mapped_column(UUID(as_uuid=True), primary_key=True)
+
+
+def _created_at() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+class AppUser(Base):
+    __tablename__ = "app_user"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    name: Mapped[str] = mapped_column(String(200), nullable=False, unique=True)
+    role: Mapped[Role] = mapped_column(_enum(Role, "user_role"), nullable=False)
+    created_at: Mapped[datetime] = _created_at()
+    __table_args__ = (CheckConstraint("length(btrim(name)) > 0", name="name_not_blank"),)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_token"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    token_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
+    label: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = _created_at()
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Project(Base):
+    __tablename__ = "project"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    name: Mapped[str] = mapped_column(String(200), nullable=False, unique=True)
+    local_path: Mapped[str | None] = mapped_column(Text, unique=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    is_default: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=sql("false"))
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _created_at()
+    __table_args__ = (
+        CheckConstraint("length(btrim(name)) > 0", name="name_not_blank"),
+        Index("uq_project_single_default", "is_default", unique=True, postgresql_where=sql("is_default")),
+    )
+
+
+class Thought(Base):
+    __tablename__ = "thought"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="RESTRICT"), nullable=False
+    )
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    status: Mapped[ThoughtStatus] = mapped_column(
+        _enum(ThoughtStatus, "thought_status"), nullable=False, server_default="active"
+    )
+    tags: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default=sql("'{}'::text[]"))
+    is_protected: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=sql("false"))
+    is_global: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=sql("false"))
+    is_cluster: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=sql("false"))
+    importance: Mapped[float] = mapped_column(Float, nullable=False, server_default=sql("1.0"))
+    surface_after: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_by: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _created_at()
+    embedding: Mapped[Any] = mapped_column(Vector(EMBEDDING_DIM), nullable=True)
+    embedding_model: Mapped[str | None] = mapped_column(String(200))
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True)
+    )
+    __table_args__ = (
+        CheckConstraint("length(content) > 0 AND length(content) <= 720", name="content_length"),
+        CheckConstraint("importance >= 0 AND importance <= 1", name="importance_range"),
+        CheckConstraint(
+            "(status = 'archived') = (archived_at IS NOT NULL)", name="archived_at_matches_status"
+        ),
+        CheckConstraint("(embedding IS NULL) = (embedding_model IS NULL)", name="embedding_has_model"),
+        Index("ix_thought_project_status_created", "project_id", "status", "created_at"),
+        Index("ix_thought_tags", "tags", postgresql_using="gin"),
+        Index("ix_thought_tsv", "tsv", postgresql_using="gin"),
+        Index(
+            "ix_thought_embedding_hnsw",
+            "embedding",
+            postgresql_using="hnsw",
+            postgresql_with={"m": 16, "ef_construction": 64},
+            postgresql_ops={"embedding": "vector_cosine_ops"},
+        ),
+        Index("ix_thought_pending_embedding", "id", postgresql_where=sql("embedding IS NULL")),
+    )
+
+
+class Edge(Base):
+    __tablename__ = "edge"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), nullable=False
+    )
+    source_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("thought.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    target_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("thought.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    type: Mapped[EdgeType] = mapped_column(_enum(EdgeType, "edge_type"), nullable=False)
+    created_by: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = _created_at()
+    __table_args__ = (
+        CheckConstraint("source_id <> target_id", name="no_self_loop"),
+        # One edge per unordered pair, whatever its type or direction.
+        Index(
+            "uq_edge_unordered_pair",
+            sql("LEAST(source_id, target_id)"),
+            sql("GREATEST(source_id, target_id)"),
+            unique=True,
+        ),
+    )
+
+
+class ThoughtUrlLink(Base):
+    __tablename__ = "thought_url_link"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    thought_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("thought.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), nullable=False
+    )
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+    url: Mapped[str] = mapped_column(Text, nullable=False)
+    label: Mapped[str] = mapped_column(Text, nullable=False)
+    sort_order: Mapped[int] = mapped_column(Integer, nullable=False, server_default=sql("0"))
+    created_at: Mapped[datetime] = _created_at()
+    __table_args__ = (
+        CheckConstraint("url ~* '^https?://'", name="url_is_http"),
+        CheckConstraint("length(btrim(text)) > 0", name="text_not_blank"),
+    )
+
+
+class ThoughtHit(Base):
+    __tablename__ = "thought_hit"
+    thought_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("thought.id", ondelete="CASCADE"), primary_key=True
+    )
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), nullable=False
+    )
+    hit_count: Mapped[int] = mapped_column(Integer, nullable=False, server_default=sql("0"))
+    last_hit_at: Mapped[datetime] = _created_at()
+    __table_args__ = (CheckConstraint("hit_count >= 0", name="hit_count_positive"),)
+
+
+class Primer(Base):
+    __tablename__ = "primer"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    thought_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("thought.id", ondelete="CASCADE"), nullable=False, unique=True
+    )
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), nullable=False
+    )
+    promoted_at: Mapped[datetime] = _created_at()
+    created_at: Mapped[datetime] = _created_at()
+
+
+class Slot(Base):
+    __tablename__ = "slot"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    project_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE")
+    )
+    name: Mapped[str] = mapped_column(String(64), nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    updated_at: Mapped[datetime] = _created_at()
+    __table_args__ = (
+        CheckConstraint("name IN ('project_context', 'active_goals')", name="stored_slot_name"),
+        Index("uq_slot_project_name", "project_id", "name", unique=True, postgresql_nulls_not_distinct=True),
+    )
+
+
+class PreviewToken(Base):
+    __tablename__ = "preview_token"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    user_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="CASCADE")
+    )
+    tool: Mapped[str] = mapped_column(String(64), nullable=False)
+    action: Mapped[str] = mapped_column(String(64), nullable=False)
+    fingerprint: Mapped[str] = mapped_column(String(128), nullable=False)
+    created_at: Mapped[datetime] = _created_at()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (Index("ix_preview_token_expires_at", "expires_at"),)
+
+
+class PlacementProposal(Base):
+    __tablename__ = "placement_proposal"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), nullable=False
+    )
+    source_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("thought.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    target_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("thought.id", ondelete="CASCADE")
+    )
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    edge_type: Mapped[EdgeType | None] = mapped_column(_enum(EdgeType, "edge_type"))
+    status: Mapped[ProposalStatus] = mapped_column(
+        _enum(ProposalStatus, "proposal_status"), nullable=False, server_default="pending"
+    )
+    confidence: Mapped[float | None] = mapped_column(Float)
+    rationale: Mapped[str | None] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default=sql("'{}'::jsonb"))
+    fingerprint: Mapped[str] = mapped_column(String(128), nullable=False)
+    run_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True), index=True)
+    created_by: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _created_at()
+    applied_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    __table_args__ = (
+        CheckConstraint(
+            "kind IN ('edge', 'placement', 'lifecycle', 'triage_activate', 'triage_archive')",
+            name="known_kind",
+        ),
+        Index(
+            "uq_placement_proposal_pending",
+            "source_id",
+            "kind",
+            "target_id",
+            "edge_type",
+            unique=True,
+            postgresql_where=sql("status = 'pending'"),
+            postgresql_nulls_not_distinct=True,
+        ),
+        Index("ix_placement_proposal_project_status", "project_id", "status", "created_at"),
+    )
+
+
+class AuditEvent(Base):
+    __tablename__ = "audit_event"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    user_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="SET NULL")
+    )
+    project_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    tool: Mapped[str] = mapped_column(String(64), nullable=False)
+    action: Mapped[str] = mapped_column(String(64), nullable=False)
+    target_ids: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), nullable=False, server_default=sql("'{}'::text[]")
+    )
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default=sql("'{}'::jsonb"))
+    created_at: Mapped[datetime] = _created_at()
+    __table_args__ = (Index("ix_audit_event_created_at", "created_at"),)

@@ -1,0 +1,100 @@
+"""Project rows and the path → project resolution."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Project, Thought
+from app.db.records import ProjectRecord
+from app.ids import new_id
+
+DEFAULT_PROJECT_NAME = "default"
+
+_COLUMNS = (
+    Project.id,
+    Project.name,
+    Project.local_path,
+    Project.description,
+    Project.is_default,
+    Project.created_at,
+)
+
+
+def _record(row: Any) -> ProjectRecord:
+    return ProjectRecord(**row._mapping)
+
+
+class ProjectRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def list_all(self) -> list[ProjectRecord]:
+        rows = await self.session.execute(select(*_COLUMNS).order_by(Project.is_default.desc(), Project.name))
+        return [_record(row) for row in rows]
+
+    async def get(self, project_id: uuid.UUID) -> ProjectRecord | None:
+        row = (await self.session.execute(select(*_COLUMNS).where(Project.id == project_id))).first()
+        return _record(row) if row else None
+
+    async def find_by_name(self, name: str) -> ProjectRecord | None:
+        row = (await self.session.execute(select(*_COLUMNS).where(Project.name == name))).first()
+        return _record(row) if row else None
+
+    async def find_by_path(self, path: str) -> ProjectRecord | None:
+        row = (await self.session.execute(select(*_COLUMNS).where(Project.local_path == path))).first()
+        return _record(row) if row else None
+
+    async def find_for_path(self, path: str) -> ProjectRecord | None:
+        """The project registered at `path` or at its nearest registered ancestor."""
+        candidates = [path]
+        parent = path
+        while "/" in parent.rstrip("/"):
+            parent = parent.rstrip("/").rsplit("/", 1)[0] or "/"
+            candidates.append(parent)
+        statement = (
+            select(*_COLUMNS)
+            .where(Project.local_path.in_(candidates))
+            .order_by(func.length(Project.local_path).desc())
+            .limit(1)
+        )
+        row = (await self.session.execute(statement)).first()
+        return _record(row) if row else None
+
+    async def insert(self, name: str, local_path: str | None, description: str | None) -> uuid.UUID:
+        project_id = new_id()
+        await self.session.execute(
+            insert(Project).values(id=project_id, name=name, local_path=local_path, description=description)
+        )
+        return project_id
+
+    async def update_fields(self, project_id: uuid.UUID, values: dict[str, Any]) -> None:
+        await self.session.execute(
+            update(Project).where(Project.id == project_id).values(**values, updated_at=func.now())
+        )
+
+    async def delete(self, project_id: uuid.UUID) -> None:
+        await self.session.execute(delete(Project).where(Project.id == project_id))
+
+    async def thought_count(self, project_id: uuid.UUID) -> int:
+        statement = select(func.count()).select_from(Thought).where(Thought.project_id == project_id)
+        return int((await self.session.execute(statement)).scalar_one())
+
+    async def ensure_default(self) -> ProjectRecord:
+        """The default project, created on first use (concurrent callers converge on one row)."""
+        row = (await self.session.execute(select(*_COLUMNS).where(Project.is_default))).first()
+        if row:
+            return _record(row)
+        await self.session.execute(
+            pg_insert(Project)
+            .values(id=new_id(), name=DEFAULT_PROJECT_NAME, is_default=True)
+            .on_conflict_do_nothing()
+        )
+        row = (await self.session.execute(select(*_COLUMNS).where(Project.is_default))).first()
+        if row is None:  # the name 'default' is taken by an ordinary project
+            raise RuntimeError("no default project and the name 'default' is taken")
+        return _record(row)

@@ -1,0 +1,161 @@
+"""Thought rows: every read joins the project for its name and honours the caller's scope."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Project, Thought, ThoughtStatus
+from app.db.records import ThoughtRecord
+
+THOUGHT_COLUMNS = (
+    Thought.id,
+    Thought.project_id,
+    Project.name.label("project_name"),
+    Thought.content,
+    Thought.status,
+    Thought.tags,
+    Thought.is_protected,
+    Thought.is_global,
+    Thought.is_cluster,
+    Thought.importance,
+    Thought.surface_after,
+    Thought.archived_at,
+    Thought.created_by,
+    Thought.created_at,
+    Thought.updated_at,
+    Thought.embedding_model,
+)
+
+
+def thought_select() -> Select[Any]:
+    return select(*THOUGHT_COLUMNS).join(Project, Project.id == Thought.project_id)
+
+
+def to_record(row: Any) -> ThoughtRecord:
+    return ThoughtRecord(**row._mapping)
+
+
+@dataclass(frozen=True)
+class ThoughtFilter:
+    project_id: uuid.UUID | None = None
+    statuses: tuple[ThoughtStatus, ...] = ()
+    tag: str | None = None
+    is_cluster: bool | None = None
+
+    def clauses(self) -> list[Any]:
+        clauses: list[Any] = []
+        if self.project_id is not None:
+            clauses.append(Thought.project_id == self.project_id)
+        if self.statuses:
+            clauses.append(Thought.status.in_(self.statuses))
+        if self.tag is not None:
+            clauses.append(Thought.tags.contains([self.tag]))
+        if self.is_cluster is not None:
+            clauses.append(Thought.is_cluster.is_(self.is_cluster))
+        return clauses
+
+
+class ThoughtRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            await self.session.execute(insert(Thought), list(rows))
+
+    async def get(self, thought_id: uuid.UUID, *, for_update: bool = False) -> ThoughtRecord | None:
+        statement = thought_select().where(Thought.id == thought_id)
+        if for_update:
+            statement = statement.with_for_update(of=Thought)
+        row = (await self.session.execute(statement)).first()
+        return to_record(row) if row else None
+
+    async def get_many(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ThoughtRecord]:
+        if not thought_ids:
+            return {}
+        rows = await self.session.execute(thought_select().where(Thought.id.in_(set(thought_ids))))
+        return {row.id: to_record(row) for row in rows}
+
+    async def existing_ids(self, thought_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        if not thought_ids:
+            return set()
+        rows = await self.session.execute(select(Thought.id).where(Thought.id.in_(set(thought_ids))))
+        return {row.id for row in rows}
+
+    async def find_live_by_content(
+        self, project_id: uuid.UUID, contents: Sequence[str]
+    ) -> dict[str, ThoughtRecord]:
+        """Draft/active thoughts of a project whose content equals one of `contents` (oldest wins)."""
+        if not contents:
+            return {}
+        statement = (
+            thought_select()
+            .where(
+                Thought.project_id == project_id,
+                Thought.status.in_((ThoughtStatus.draft, ThoughtStatus.active)),
+                Thought.content.in_(set(contents)),
+            )
+            .order_by(Thought.id.desc())
+        )
+        return {row.content: to_record(row) for row in await self.session.execute(statement)}
+
+    async def count(self, where: ThoughtFilter) -> int:
+        statement = select(func.count()).select_from(Thought).where(and_(True, *where.clauses()))
+        return int((await self.session.execute(statement)).scalar_one())
+
+    async def page(self, where: ThoughtFilter, limit: int, offset: int) -> list[ThoughtRecord]:
+        statement = (
+            thought_select()
+            .where(*where.clauses())
+            .order_by(Thought.created_at.desc(), Thought.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        return [to_record(row) for row in await self.session.execute(statement)]
+
+    async def update_fields(self, thought_id: uuid.UUID, values: dict[str, Any]) -> None:
+        await self.session.execute(
+            update(Thought).where(Thought.id == thought_id).values(**values, updated_at=func.now())
+        )
+
+    async def set_embeddings(self, vectors: dict[uuid.UUID, list[float]], model_id: str) -> None:
+        for thought_id, vector in vectors.items():
+            await self.session.execute(
+                update(Thought)
+                .where(Thought.id == thought_id)
+                .values(embedding=vector, embedding_model=model_id)
+                .execution_options(synchronize_session=False)
+            )
+
+    async def move_project(self, from_project: uuid.UUID, to_project: uuid.UUID) -> int:
+        result = await self.session.execute(
+            update(Thought).where(Thought.project_id == from_project).values(project_id=to_project)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    async def pending_embedding(self, model_id: str, limit: int) -> list[tuple[uuid.UUID, str]]:
+        """Thoughts whose vector is missing or from another model, oldest first, locked for this job."""
+        statement = (
+            select(Thought.id, Thought.content)
+            .where((Thought.embedding.is_(None)) | (Thought.embedding_model != model_id))
+            .order_by(Thought.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return [(row.id, row.content) for row in await self.session.execute(statement)]
+
+    async def touch(self, thought_id: uuid.UUID) -> datetime:
+        result = await self.session.execute(
+            update(Thought)
+            .where(Thought.id == thought_id)
+            .values(updated_at=func.now())
+            .returning(Thought.updated_at)
+        )
+        return result.scalar_one()  # type: ignore[no-any-return]

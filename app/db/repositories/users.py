@@ -1,0 +1,89 @@
+"""Users and their API tokens (only SHA-256 hashes are stored)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import ApiToken, AppUser, Role
+from app.db.records import Principal
+from app.ids import new_id
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    id: uuid.UUID
+    user_name: str
+    role: Role
+    label: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class UserRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def count(self) -> int:
+        return int((await self.session.execute(select(func.count()).select_from(AppUser))).scalar_one())
+
+    async def find(self, name: str) -> Principal | None:
+        row = (
+            await self.session.execute(
+                select(AppUser.id, AppUser.name, AppUser.role).where(AppUser.name == name)
+            )
+        ).first()
+        return Principal(user_id=row.id, name=row.name, role=row.role) if row else None
+
+    async def insert(self, name: str, role: Role) -> Principal:
+        user_id = new_id()
+        await self.session.execute(insert(AppUser).values(id=user_id, name=name, role=role))
+        return Principal(user_id=user_id, name=name, role=role)
+
+    async def set_role(self, user_id: uuid.UUID, role: Role) -> None:
+        await self.session.execute(update(AppUser).where(AppUser.id == user_id).values(role=role))
+
+    async def insert_token(self, user_id: uuid.UUID, token_hash: bytes, label: str | None) -> uuid.UUID:
+        token_id = new_id()
+        await self.session.execute(
+            insert(ApiToken).values(id=token_id, user_id=user_id, token_hash=token_hash, label=label)
+        )
+        return token_id
+
+    async def principal_for_token(self, token_hash: bytes) -> Principal | None:
+        statement = (
+            select(AppUser.id, AppUser.name, AppUser.role)
+            .join(ApiToken, ApiToken.user_id == AppUser.id)
+            .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None))
+        )
+        row = (await self.session.execute(statement)).first()
+        return Principal(user_id=row.id, name=row.name, role=row.role) if row else None
+
+    async def list_tokens(self) -> list[TokenRow]:
+        statement = (
+            select(
+                ApiToken.id,
+                AppUser.name.label("user_name"),
+                AppUser.role,
+                ApiToken.label,
+                ApiToken.created_at,
+                ApiToken.last_used_at,
+                ApiToken.revoked_at,
+            )
+            .join(AppUser, AppUser.id == ApiToken.user_id)
+            .order_by(ApiToken.created_at)
+        )
+        return [TokenRow(**row._mapping) for row in await self.session.execute(statement)]
+
+    async def revoke_token(self, token_id: uuid.UUID) -> bool:
+        result = await self.session.execute(
+            update(ApiToken)
+            .where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
+            .values(revoked_at=func.now())
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]

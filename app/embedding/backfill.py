@@ -1,0 +1,59 @@
+"""Background backfill: embeds thoughts whose vector is pending or from another model.
+
+One replica at a time: each batch runs under a transaction-scoped advisory lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlalchemy import text
+
+from app.db.engine import Database
+from app.db.repositories.thoughts import ThoughtRepository
+from app.embedding.runtime import EmbeddingRuntime
+
+logger = logging.getLogger(__name__)
+
+BACKFILL_LOCK_KEY = 7_301_001
+
+
+async def backfill_once(db: Database, runtime: EmbeddingRuntime, batch_size: int = 256) -> int:
+    """Embed one batch; returns how many thoughts got a vector (0 when idle, locked out or no embedder)."""
+    embedder = runtime.embedder
+    if embedder is None:
+        return 0
+    model_id = embedder.profile.model_id
+    async with db.unit_of_work() as session:
+        locked = (await session.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": BACKFILL_LOCK_KEY})).scalar()
+        if not locked:
+            return 0
+        thoughts = ThoughtRepository(session)
+        pending = await thoughts.pending_embedding(model_id, batch_size)
+        if not pending:
+            return 0
+        vectors = await embedder.embed_passages([content for _, content in pending])
+        await thoughts.set_embeddings({thought_id: vector for (thought_id, _), vector in zip(pending, vectors, strict=True)}, model_id)
+    return len(pending)
+
+
+async def backfill_all(db: Database, runtime: EmbeddingRuntime, batch_size: int = 256) -> int:
+    total = 0
+    while (done := await backfill_once(db, runtime, batch_size)) > 0:
+        total += done
+    return total
+
+
+async def run_backfill_loop(db: Database, runtime: EmbeddingRuntime, interval_seconds: float = 5.0) -> None:
+    """Runs until cancelled; a failure is logged and retried on the next tick."""
+    while True:
+        try:
+            done = await backfill_all(db, runtime)
+            if done:
+                logger.info("backfill embedded %d thought(s)", done)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("embedding backfill failed; retrying in %.0fs", interval_seconds)
+        await asyncio.sleep(interval_seconds)

@@ -1,0 +1,155 @@
+"""The embedder as the service sees it: loaded in the background, possibly absent.
+
+Writes never wait for it: without an embedder, vectors stay pending and the backfill job
+fills them in later; searches answer from the lexical leg with `degraded: true`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from app.embedding.embedder import Embedder, FastEmbedEmbedder, Vector
+from app.embedding.profiles import OFFLINE_DIR_NAME, OFFLINE_MINILM, ModelProfile, profile_for
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    model: str
+    model_dir: Path | None
+    cache_dir: Path
+    threads: int | None = None
+    batch_size: int = 64
+    allow_download: bool = True
+
+
+@dataclass
+class EmbeddingRuntime:
+    config: EmbeddingConfig
+    embedder: Embedder | None = None
+    state: str = "loading"  # loading | ready | fallback | unavailable
+    note: str = ""
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def profile(self) -> ModelProfile | None:
+        return self.embedder.profile if self.embedder is not None else None
+
+    @property
+    def available(self) -> bool:
+        return self.embedder is not None
+
+    def status(self) -> dict[str, str | bool]:
+        active = self.embedder.profile.model_id if self.embedder else ""
+        return {
+            "state": self.state,
+            "configured_model": self.config.model,
+            "active_model": active,
+            "note": self.note,
+        }
+
+    def use(self, embedder: Embedder, state: str = "ready", note: str = "") -> None:
+        self.embedder, self.state, self.note = embedder, state, note
+        self._ready.set()
+
+    async def wait_ready(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except TimeoutError:
+            return False
+        return self.available
+
+    async def load(self) -> None:
+        """Load the configured model, else the offline one; never raises."""
+        embedder, state, note = await asyncio.to_thread(_load_best, self.config)
+        if embedder is None:
+            self.state, self.note = "unavailable", note
+            self._ready.set()
+            logger.error("embedder unavailable: %s", note)
+            return
+        self.use(embedder, state, note)
+        log = logger.warning if state == "fallback" else logger.info
+        log("embedder %s ready%s", embedder.profile.model_id, f" ({note})" if note else "")
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[Vector] | None:
+        """Vectors for the texts, or None when the embedder is absent or fails (vectors stay pending)."""
+        if self.embedder is None or not texts:
+            return None
+        try:
+            return await self.embedder.embed_passages(texts)
+        except Exception:
+            logger.exception("embedding %d passages failed; vectors stay pending", len(texts))
+            return None
+
+    async def embed_query(self, text: str) -> Vector | None:
+        if self.embedder is None:
+            return None
+        try:
+            return await self.embedder.embed_query(text)
+        except Exception:
+            logger.exception("embedding a query failed; answering from the lexical leg")
+            return None
+
+
+def offline_model_dir(cache_dir: Path) -> Path:
+    return cache_dir / OFFLINE_DIR_NAME
+
+
+def _load_best(config: EmbeddingConfig) -> tuple[Embedder | None, str, str]:
+    try:
+        profile = profile_for(config.model)
+    except ValueError as error:
+        return _load_offline(config, str(error))
+    try:
+        return _load_configured(profile, config), "ready", ""
+    except Exception as error:
+        if profile.model_id == OFFLINE_MINILM:
+            return None, "unavailable", f"offline model not loadable: {error}"
+        return _load_offline(config, f"configured model {profile.model_id} not available ({error})")
+
+
+def _load_configured(profile: ModelProfile, config: EmbeddingConfig) -> Embedder:
+    model_dir = config.model_dir
+    if model_dir is None and profile.hub_source is None:
+        model_dir = offline_model_dir(config.cache_dir)
+    load_args = (profile, model_dir, config.cache_dir, config.threads, config.batch_size)
+    try:
+        return FastEmbedEmbedder.load(*load_args, local_files_only=True)
+    except Exception:
+        if model_dir is not None or not _hub_reachable(config.allow_download):
+            raise
+    return FastEmbedEmbedder.load(*load_args, local_files_only=False)
+
+
+def _load_offline(config: EmbeddingConfig, reason: str) -> tuple[Embedder | None, str, str]:
+    profile = profile_for(OFFLINE_MINILM)
+    model_dir = offline_model_dir(config.cache_dir)
+    try:
+        embedder = FastEmbedEmbedder.load(
+            profile, model_dir, config.cache_dir, config.threads, config.batch_size
+        )
+    except Exception as error:
+        return None, "unavailable", f"{reason}; offline model not loadable from {model_dir}: {error}"
+    note = f"{reason}; serving with the offline model {OFFLINE_MINILM} (run `synaptomind reembed` later)"
+    return embedder, "fallback", note
+
+
+def _hub_reachable(allowed: bool) -> bool:
+    """A quick probe, so a machine without the model hub does not sit in download retries."""
+    if not allowed:
+        return False
+    try:
+        from huggingface_hub import constants
+
+        host = urlparse(constants.ENDPOINT).hostname or ""
+        with socket.create_connection((host, 443), timeout=3):
+            return True
+    except Exception:
+        return False

@@ -1,0 +1,155 @@
+"""The HTTP surface: /mcp (streamable HTTP, stateless, JSON), /health and /api/health-check, behind bearer auth."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.transport_security import TransportSecuritySettings
+from sqlalchemy import text
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.db.records import Principal
+from app.mcp.server import PRINCIPAL_SCOPE_KEY, SynaptoServer
+from app.services.auth import AuthService
+from app.services.context import AppContext
+
+logger = logging.getLogger(__name__)
+
+PUBLIC_PATHS = frozenset({"/health"})
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+@dataclass
+class LocalPrincipal:
+    """Auth mode `none`: every caller is the local user (known once the lifespan created it)."""
+
+    value: Principal | None = None
+
+
+class BearerAuthMiddleware:
+    """401 before any tool runs; the authenticated principal rides in the ASGI scope."""
+
+    def __init__(self, app: ASGIApp, context: AppContext, local: LocalPrincipal | None) -> None:
+        self.app = app
+        self.context = context
+        self.local = local
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        principal = self.local.value if self.local is not None else await self._authenticate(scope)
+        if principal is None:
+            await _unauthorized(scope, receive, send)
+            return
+        scope[PRINCIPAL_SCOPE_KEY] = principal
+        await self.app(scope, receive, send)
+
+    async def _authenticate(self, scope: Scope) -> Principal | None:
+        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        try:
+            async with self.context.db.unit_of_work() as session:
+                return await AuthService(session).verify(token.strip())
+        except Exception:
+            logger.exception("token verification failed")
+            return None
+
+
+async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
+    response = JSONResponse(
+        {"error": "Unauthorized: send 'Authorization: Bearer <token>' (create one with `synaptomind token create`)"},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="synaptomind"'},
+    )
+    await response(scope, receive, send)
+
+
+def health_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def health(request: Request) -> JSONResponse:
+        database = await _database_status(context)
+        embedder = context.embedding.status()
+        status = "ok" if database == "ok" else "unavailable"
+        body = {"status": status, "checks": {"database": database, "embedder": embedder}}
+        return JSONResponse(body, status_code=200 if database == "ok" else 503)
+
+    return health
+
+
+def health_check_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def health_check(request: Request) -> JSONResponse:
+        principal: Principal = request.scope[PRINCIPAL_SCOPE_KEY]
+        database = await _database_status(context)
+        body: dict[str, Any] = {
+            "status": "ok" if database == "ok" else "unavailable",
+            "checks": {"database": database, "embedder": context.embedding.status()},
+            "user": {"name": principal.name, "role": principal.role.value},
+        }
+        return JSONResponse(body, status_code=200 if database == "ok" else 503)
+
+    return health_check
+
+
+async def _database_status(context: AppContext) -> str:
+    try:
+        async with context.db.engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+        return "ok"
+    except Exception as error:
+        logger.warning("database check failed: %s", type(error).__name__)
+        return "unavailable"
+
+
+def transport_security(host: str, port: int, hosts: list[str], origins: list[str]) -> TransportSecuritySettings:
+    """DNS-rebinding protection stays on; loopback names are always allowed."""
+    allowed_hosts = [*hosts, "127.0.0.1:*", "localhost:*", "[::1]:*"]
+    allowed_origins = [*origins, "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    if host not in ("0.0.0.0", "::", "127.0.0.1", "localhost", "::1"):
+        allowed_hosts.append(f"{host}:{port}")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
+
+
+def build_http_app(
+    context: AppContext,
+    server: SynaptoServer,
+    security: TransportSecuritySettings,
+    max_body_bytes: int,
+    local: LocalPrincipal | None,
+    lifespan: Lifespan | None = None,
+) -> ASGIApp:
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+        max_request_body_size=max_body_bytes,
+    )
+
+    @asynccontextmanager
+    async def run(app: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            if lifespan is None:
+                yield
+            else:
+                async with lifespan(app):
+                    yield
+
+    routes = [
+        Route("/health", health_endpoint(context), methods=["GET"]),
+        Route("/api/health-check", health_check_endpoint(context), methods=["GET"]),
+        Mount("/", app=mcp_app),
+    ]
+    starlette = Starlette(routes=routes, lifespan=run)
+    return BearerAuthMiddleware(starlette, context, local)

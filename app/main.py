@@ -1,0 +1,154 @@
+"""Composition root: settings → database → embedder → MCP server → HTTP app."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.types import ASGIApp
+
+from app.config import Settings
+from app.db import migrations
+from app.db.embedded import EmbeddedPostgres
+from app.db.engine import Database, build_engine
+from app.db.models import Role
+from app.db.records import Principal
+from app.embedding.backfill import run_backfill_loop
+from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.http.app import LocalPrincipal, build_http_app, transport_security
+from app.mcp.server import SynaptoServer
+from app.mcp.tools.catalog import ALL_SPECS
+from app.services.auth import AuthService
+from app.services.context import AppContext, Limits
+
+logger = logging.getLogger("app")
+
+
+def configure_logging(level: str) -> None:
+    """Logs go to stderr only (stdout belongs to the stdio transport and to `token create`)."""
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@dataclass
+class DatabaseHandle:
+    url: str
+    embedded: EmbeddedPostgres | None
+
+    def close(self) -> None:
+        if self.embedded is not None:
+            self.embedded.stop()
+
+
+def open_database(settings: Settings, migrate: bool = True) -> DatabaseHandle:
+    """The configured database, or the embedded one in the data dir; migrated to head."""
+    embedded = None
+    if settings.database_url is not None:
+        url = settings.database_url.get_secret_value()
+    else:
+        embedded = EmbeddedPostgres(settings.data_dir)
+        url = embedded.start()
+    if migrate:
+        migrations.upgrade(url)
+    return DatabaseHandle(url, embedded)
+
+
+def limits_from(settings: Settings) -> Limits:
+    return Limits(
+        content_soft=settings.content.soft_limit,
+        content_hard=settings.content.hard_limit,
+        preview_ttl_seconds=settings.previews.ttl_seconds,
+        primer_threshold=settings.primer.promote_threshold,
+        primer_list_cap=settings.primer.list_cap,
+        graph_max_degree=settings.graph.max_degree,
+        default_min_relevance=settings.search.default_min_relevance,
+        unrelated_floor=settings.search.confidence.unrelated_floor,
+        vector_floor=settings.search.confidence.vector_floor,
+    )
+
+
+def embedding_config(settings: Settings) -> EmbeddingConfig:
+    embedding = settings.embedding
+    return EmbeddingConfig(
+        model=embedding.model,
+        model_dir=embedding.model_dir,
+        cache_dir=embedding.cache_dir,
+        threads=embedding.threads,
+        batch_size=embedding.batch_size,
+        allow_download=embedding.allow_download,
+    )
+
+
+def build_context(settings: Settings, url: str) -> AppContext:
+    database = Database(build_engine(url, settings.pool_size))
+    return AppContext(database, EmbeddingRuntime(embedding_config(settings)), limits_from(settings))
+
+
+@asynccontextmanager
+async def background(context: AppContext) -> AsyncIterator[None]:
+    """Embedder loading and the backfill loop run beside the requests, never in front of them."""
+    tasks = [
+        asyncio.create_task(context.embedding.load(), name="embedder-load"),
+        asyncio.create_task(run_backfill_loop(context.db, context.embedding), name="embedding-backfill"),
+    ]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await context.db.dispose()
+
+
+async def bootstrap_admin(context: AppContext, data_dir: Path) -> None:
+    async with context.db.unit_of_work() as session:
+        token = await AuthService(session).bootstrap_admin()
+    if token is None:
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token_file = data_dir / "admin.token"
+    descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(token + "\n")
+    print(f"First run: created user 'admin'. Its API token (also in {token_file}):\n{token}", file=sys.stderr)
+
+
+async def local_principal(context: AppContext, name: str) -> Principal:
+    """The local user that stdio (and auth mode `none`) act as: an admin of this machine."""
+    async with context.db.unit_of_work() as session:
+        return await AuthService(session).ensure_user(name, Role.admin)
+
+
+def build_server(context: AppContext, principal: Principal | None) -> SynaptoServer:
+    return SynaptoServer(context, ALL_SPECS, principal)
+
+
+def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
+    """The ASGI app `serve` runs: auth, ops routes, /mcp, and the background jobs in its lifespan."""
+    local = LocalPrincipal() if settings.auth.mode == "none" else None
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with background(context):
+            if local is None:
+                await bootstrap_admin(context, settings.data_dir)
+            else:
+                local.value = await local_principal(context, settings.local_user)
+            yield
+
+    server = build_server(context, None)
+    security = transport_security(
+        settings.host, settings.port, settings.http.allowed_hosts, settings.http.allowed_origins
+    )
+    return build_http_app(context, server, security, settings.http.max_body_bytes, local, lifespan)

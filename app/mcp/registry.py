@@ -1,0 +1,233 @@
+"""Tool and action specs, the flat input schema built from the per-action models, and dispatch.
+
+Dispatch is the tool boundary: the only place that catches broad exceptions.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import Tool as MCPTool
+from pydantic import BaseModel, ConfigDict, ValidationError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from app.db.models import Role
+from app.db.records import Principal
+from app.errors import AppError, bad_request, forbidden, unavailable
+from app.mcp import wire
+from app.services.context import AppContext
+
+logger = logging.getLogger(__name__)
+
+ROLE_RANK = {Role.reader: 0, Role.writer: 1, Role.admin: 2}
+
+
+class ActionArgs(BaseModel):
+    """Base of every per-action input model: unknown arguments are refused by name."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    payload: Any
+    raw_text: str | None = None
+
+
+@dataclass(frozen=True)
+class CallContext:
+    app: AppContext
+    principal: Principal
+    tool: str
+
+
+Handler = Callable[[Any, CallContext], Awaitable[ToolAnswer]]
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    model: type[ActionArgs]
+    handler: Handler
+    role: Role = Role.reader
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    actions: tuple[Action, ...]
+    annotations: ToolAnnotations
+    # retired argument → migration text; `per_action` restricts a name to some actions only
+    retired: dict[str, str] = field(default_factory=dict)
+    retired_per_action: dict[str, dict[str, str]] = field(default_factory=dict)
+    field_docs: dict[str, str] = field(default_factory=dict)
+
+    def action(self, name: str) -> Action | None:
+        return next((action for action in self.actions if action.name == name), None)
+
+    @property
+    def has_actions(self) -> bool:
+        return bool(self.actions) and self.actions[0].name != ""
+
+    def mcp_tool(self) -> MCPTool:
+        return MCPTool(
+            name=self.name,
+            description=self.description,
+            input_schema=build_input_schema(self),
+            output_schema=wire.OUTPUT_SCHEMA,
+            annotations=self.annotations,
+        )
+
+
+# ---------------------------------------------------------------- schema
+
+
+def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop titles, collapse Optional[X] to X and inline nothing else: agents read every byte."""
+    schema = {key: value for key, value in schema.items() if key != "title"}
+    if "default" in schema and schema["default"] is None:
+        del schema["default"]
+    any_of = schema.get("anyOf")
+    if isinstance(any_of, list):
+        non_null = [option for option in any_of if option.get("type") != "null"]
+        if len(non_null) == 1:
+            schema.pop("anyOf")
+            schema.update(non_null[0])
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            schema[key] = _compact_schema(schema[key])
+    if isinstance(schema.get("properties"), dict):
+        schema["properties"] = {name: _compact_schema(value) for name, value in schema["properties"].items()}
+    if "anyOf" in schema:
+        schema["anyOf"] = [_compact_schema(option) for option in schema["anyOf"]]
+    return schema
+
+
+def _inline_refs(schema: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in schema:
+        target = definitions[schema["$ref"].rsplit("/", 1)[-1]]
+        return _inline_refs({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, definitions)
+    result: dict[str, Any] = {}
+    for key, value in schema.items():
+        if isinstance(value, dict):
+            result[key] = _inline_refs(value, definitions)
+        elif isinstance(value, list):
+            result[key] = [_inline_refs(v, definitions) if isinstance(v, dict) else v for v in value]
+        else:
+            result[key] = value
+    return result
+
+
+def build_input_schema(spec: ToolSpec) -> dict[str, Any]:
+    """One flat object: `action` enum plus the union of every action's arguments."""
+    properties: dict[str, Any] = {}
+    if spec.has_actions:
+        properties["action"] = {"type": "string", "enum": [action.name for action in spec.actions]}
+    for action in spec.actions:
+        raw = action.model.model_json_schema()
+        definitions = raw.get("$defs", {})
+        for name, prop in raw.get("properties", {}).items():
+            if name == "action" or name in properties:
+                continue
+            prop = _compact_schema(_inline_refs(prop, definitions))
+            prop.pop("description", None)
+            if name in spec.field_docs:
+                prop["description"] = spec.field_docs[name]
+            properties[name] = prop
+    retired = dict(spec.retired)
+    for per_action in spec.retired_per_action.values():
+        retired.update({name: text for name, text in per_action.items() if name not in properties})
+    for name, text in retired.items():
+        properties.setdefault(name, {"description": f"retired: {text}"})
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if spec.has_actions:
+        schema["required"] = ["action"]
+    return schema
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _argument_error(spec: ToolSpec, action: Action, error: ValidationError) -> AppError:
+    first = error.errors()[0]
+    name = ".".join(str(part) for part in first["loc"]) or "arguments"
+    call = f"{spec.name} action={action.name}" if spec.has_actions else spec.name
+    accepted = ", ".join(key for key in action.model.model_fields if key != "action") or "no arguments"
+    if first["type"] == "extra_forbidden":
+        return bad_request(f"Unknown argument '{name}' for {call}; it accepts: {accepted}")
+    if first["type"] == "missing":
+        return bad_request(f"Missing required argument '{name}' for {call}")
+    return bad_request(f"Invalid argument '{name}' for {call}: {first['msg']}")
+
+
+def _resolve_action(spec: ToolSpec, arguments: dict[str, Any]) -> Action:
+    if not spec.has_actions:
+        return spec.actions[0]
+    name = arguments.get("action")
+    names = ", ".join(action.name for action in spec.actions)
+    if not isinstance(name, str) or not name:
+        raise bad_request(f"Missing required argument 'action' for {spec.name}; one of: {names}")
+    action = spec.action(name)
+    if action is None:
+        raise bad_request(f"Invalid argument 'action' for {spec.name}: {name!r} is not one of: {names}")
+    return action
+
+
+def _refuse_retired(spec: ToolSpec, action: Action, arguments: dict[str, Any]) -> None:
+    retired = {**spec.retired, **spec.retired_per_action.get(action.name, {})}
+    for name in arguments:
+        if name in retired:
+            raise bad_request(retired[name])
+
+
+def _authorize(principal: Principal, spec: ToolSpec, action: Action) -> None:
+    if ROLE_RANK[principal.role] < ROLE_RANK[action.role]:
+        call = f"{spec.name} action={action.name}" if spec.has_actions else spec.name
+        raise forbidden(
+            f"Forbidden: {call} needs the {action.role.value} role; user '{principal.name}' is a {principal.role.value}"
+        )
+
+
+def _classify(error: Exception) -> AppError | None:
+    if isinstance(error, AppError):
+        return error
+    if isinstance(
+        error, OperationalError | InterfaceError | PoolTimeoutError | ConnectionError | TimeoutError
+    ):
+        return unavailable("Database unavailable; retry shortly")
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return unavailable("Database connection lost; retry shortly")
+    return None
+
+
+async def dispatch(
+    spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal
+) -> CallToolResult:
+    try:
+        action = _resolve_action(spec, arguments)
+        _authorize(principal, spec, action)
+        _refuse_retired(spec, action, arguments)
+        try:
+            args = action.model.model_validate(arguments)
+        except ValidationError as error:
+            raise _argument_error(spec, action, error) from None
+        answer = await action.handler(args, CallContext(app=app, principal=principal, tool=spec.name))
+        return wire.success(answer.payload, answer.raw_text)
+    except Exception as error:
+        classified = _classify(error)
+        if classified is not None:
+            if classified is not error:
+                logger.warning("tool %s: %s (%s)", spec.name, classified.message, type(error).__name__)
+            return wire.classified_error(classified)
+        reference = uuid.uuid4().hex[:12]
+        logger.exception("tool %s failed unexpectedly (ref %s)", spec.name, reference)
+        return wire.unclassified_error(
+            f"Internal error in {spec.name} (ref {reference}); the call was rolled back"
+        )

@@ -1,0 +1,157 @@
+"""memory_manage: projects (list, create, update, delete, resolve)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import StringConstraints
+
+from app.db.models import Role
+from app.errors import bad_request
+from app.mcp.envelope import Meta, collection, preview_meta, single
+from app.mcp.registry import Action, ActionArgs, CallContext, ToolAnswer, ToolSpec
+from app.mcp.shaping import shape_project
+from app.mcp.tools.common import (
+    COMMON_FIELD_DOCS,
+    DESTRUCTIVE,
+    ConfirmArgs,
+    CwdStr,
+    IdStr,
+    previewed_arguments,
+    uuid_arg,
+)
+from app.services.previews import PreviewService
+from app.services.projects import ProjectService
+
+TOOL = "memory_manage"
+NameStr = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]
+PathStr = Annotated[str, StringConstraints(max_length=4096)]
+DescriptionStr = Annotated[str, StringConstraints(max_length=2000)]
+
+
+class ListArgs(ActionArgs):
+    action: Literal["list"]
+    fields: list[str] | None = None
+
+
+class CreateArgs(ActionArgs):
+    action: Literal["create"]
+    name: NameStr
+    local_path: PathStr | None = None
+    description: DescriptionStr | None = None
+
+
+class UpdateArgs(ActionArgs):
+    action: Literal["update"]
+    project_id: IdStr
+    name: NameStr | None = None
+    local_path: PathStr | None = None
+    description: DescriptionStr | None = None
+
+
+class DeleteArgs(ConfirmArgs):
+    action: Literal["delete"]
+    project_id: IdStr
+
+
+class ResolveArgs(ActionArgs):
+    action: Literal["resolve"]
+    cwd: CwdStr | None = None
+
+
+async def list_projects(args: ListArgs, ctx: CallContext) -> ToolAnswer:
+    async with ctx.app.db.unit_of_work() as session:
+        projects = await ProjectService(session).list()
+    rows = [shape_project(project) for project in projects]
+    if args.fields:
+        rows = [{key: row[key] for key in row if key in args.fields} for row in rows]
+    return ToolAnswer(collection(Meta("list"), rows))
+
+
+async def create_project(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
+    async with ctx.app.db.unit_of_work() as session:
+        project = await ProjectService(session).create(args.name, args.local_path, args.description)
+    return ToolAnswer(single(Meta("create"), shape_project(project)))
+
+
+async def update_project(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
+    project_id = uuid_arg(args.project_id, "project_id")
+    values = args.model_dump(include={"name", "local_path", "description"}, exclude_unset=True)
+    async with ctx.app.db.unit_of_work() as session:
+        await ProjectService(session).update(project_id, values)
+    return ToolAnswer(single(Meta("update"), {"success": True, "project_id": str(project_id)}))
+
+
+async def delete_project(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
+    project_id = uuid_arg(args.project_id, "project_id")
+    arguments = previewed_arguments(args)
+    async with ctx.app.db.unit_of_work() as session:
+        service = ProjectService(session)
+        plan = await service.plan_delete(project_id)
+        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
+        if args.confirm:
+            await previews.redeem(ctx.principal, TOOL, "delete", arguments, args.preview_token)
+            moved = await service.delete(plan, ctx.principal)
+            item: dict[str, Any] = {
+                "action": "deleted",
+                "project": shape_project(plan.project),
+                "thoughts_moved": moved,
+                "moved_to": str(plan.default_project.id),
+            }
+            return ToolAnswer(single(Meta("delete"), item))
+        token = await previews.issue(ctx.principal, TOOL, "delete", arguments)
+    consequence = (
+        f"Deletes project '{plan.project.name}' and moves its {plan.thought_count} thought(s) "
+        f"to the default project '{plan.default_project.name}'; its slots are dropped."
+    )
+    instruction = (
+        f"Call memory_manage again with action=delete, project_id={project_id}, confirm=true, "
+        f"preview_token={token} to proceed."
+    )
+    item = {
+        "status": "preview",
+        "action": "preview",
+        "project": shape_project(plan.project),
+        "thought_count": plan.thought_count,
+        "consequence": consequence,
+        "instruction": instruction,
+        "preview_token": token,
+    }
+    meta = Meta("delete", preview=preview_meta(token, consequence, instruction))
+    return ToolAnswer(single(meta, item))
+
+
+async def resolve_project(args: ResolveArgs, ctx: CallContext) -> ToolAnswer:
+    if not args.cwd or not args.cwd.strip():
+        raise bad_request(
+            "Missing required argument 'cwd' for memory_manage action=resolve: pass the working directory, "
+            'e.g. {"action": "resolve", "cwd": "/path/to/project"}'
+        )
+    async with ctx.app.db.unit_of_work() as session:
+        project = await ProjectService(session).resolve(args.cwd or "")
+    item = (
+        None
+        if project is None
+        else {"id": str(project.id), "name": project.name, "local_path": project.local_path}
+    )
+    meta = Meta("resolve", reason=None if project else "no_match")
+    return ToolAnswer(single(meta, item))
+
+
+SPEC = ToolSpec(
+    name=TOOL,
+    description=(
+        "Projects. list; create {name, local_path?, description?}; update {project_id, name?, local_path?, "
+        "description?} (admin); delete {project_id} previews, then confirm=true+preview_token moves its "
+        "thoughts to the default project (admin); resolve {cwd} → the project a path belongs to."
+    ),
+    actions=(
+        Action("list", ListArgs, list_projects),
+        Action("create", CreateArgs, create_project, Role.writer),
+        Action("update", UpdateArgs, update_project, Role.admin),
+        Action("delete", DeleteArgs, delete_project, Role.admin),
+        Action("resolve", ResolveArgs, resolve_project),
+    ),
+    annotations=DESTRUCTIVE,
+    field_docs={**COMMON_FIELD_DOCS, "cwd": "path to resolve (required for resolve)"},
+)

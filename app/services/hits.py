@@ -1,0 +1,61 @@
+"""Recall hits: every thought an answer returns counts one; the threshold promotes it to a primer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from sqlalchemy import func, literal, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Primer, Thought, ThoughtHit
+from app.ids import new_id
+
+PROMOTION_BONUS = 0.15
+
+
+class HitService:
+    def __init__(self, session: AsyncSession, promote_threshold: int) -> None:
+        self.session = session
+        self.threshold = promote_threshold
+
+    async def record(self, thought_ids: Iterable[uuid.UUID]) -> None:
+        ids = sorted(set(thought_ids))  # a stable lock order keeps concurrent callers deadlock-free
+        if not ids:
+            return
+        source = (
+            select(Thought.id, Thought.project_id, literal(1)).where(Thought.id.in_(ids)).order_by(Thought.id)
+        )
+        statement = (
+            pg_insert(ThoughtHit)
+            .from_select(["thought_id", "project_id", "hit_count"], source)
+            .on_conflict_do_update(
+                index_elements=[ThoughtHit.thought_id],
+                set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": func.now()},
+            )
+            .returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)
+        )
+        rows = (await self.session.execute(statement)).all()
+        # Promotion happens at the moment the count reaches the threshold, once.
+        await self._promote(
+            [(row.thought_id, row.project_id) for row in rows if row.hit_count == self.threshold]
+        )
+
+    async def _promote(self, reached: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
+        if not reached:
+            return
+        values = [
+            {"id": new_id(), "thought_id": thought_id, "project_id": project_id}
+            for thought_id, project_id in reached
+        ]
+        inserted = await self.session.execute(
+            pg_insert(Primer).values(values).on_conflict_do_nothing().returning(Primer.thought_id)
+        )
+        fresh = [row.thought_id for row in inserted]
+        if fresh:
+            await self.session.execute(
+                update(Thought)
+                .where(Thought.id.in_(fresh))
+                .values(importance=func.least(1.0, Thought.importance + PROMOTION_BONUS))
+            )

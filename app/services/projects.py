@@ -1,0 +1,107 @@
+"""Projects: CRUD, path resolution and deletion that moves thoughts to the default project."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Edge, PlacementProposal, Primer, Thought, ThoughtHit, ThoughtUrlLink
+from app.db.records import Principal, ProjectRecord
+from app.db.repositories.audit import AuditRepository
+from app.db.repositories.projects import ProjectRepository
+from app.errors import bad_request, conflict, not_found
+from app.services.scope import normalize_path
+
+# Tables whose rows follow their thought's project when a project is deleted.
+_PROJECT_SCOPED = (Thought, Edge, ThoughtUrlLink, ThoughtHit, Primer, PlacementProposal)
+
+
+@dataclass(frozen=True)
+class DeletePlan:
+    project: ProjectRecord
+    thought_count: int
+    default_project: ProjectRecord
+
+
+class ProjectService:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+        self.projects = ProjectRepository(session)
+
+    async def list(self) -> list[ProjectRecord]:
+        await self.projects.ensure_default()
+        return await self.projects.list_all()
+
+    async def get(self, project_id: uuid.UUID) -> ProjectRecord:
+        project = await self.projects.get(project_id)
+        if project is None:
+            raise not_found(f"Project {project_id} not found (list them with memory_manage action=list)")
+        return project
+
+    async def create(self, name: str, local_path: str | None, description: str | None) -> ProjectRecord:
+        path = normalize_path(local_path) if local_path else None
+        await self._refuse_duplicates(name, path, None)
+        try:
+            async with self.session.begin_nested():
+                project_id = await self.projects.insert(name.strip(), path, description)
+        except IntegrityError:
+            raise conflict(f"A project named '{name}' or at '{path}' already exists") from None
+        return await self.get(project_id)
+
+    async def update(self, project_id: uuid.UUID, values: dict[str, Any]) -> ProjectRecord:
+        project = await self.get(project_id)
+        if "local_path" in values and values["local_path"] is not None:
+            values["local_path"] = normalize_path(values["local_path"]) or None
+        if "name" in values:
+            values["name"] = values["name"].strip()
+        await self._refuse_duplicates(values.get("name"), values.get("local_path"), project.id)
+        if values:
+            await self.projects.update_fields(project.id, values)
+        return await self.get(project.id)
+
+    async def plan_delete(self, project_id: uuid.UUID) -> DeletePlan:
+        project = await self.get(project_id)
+        if project.is_default:
+            raise bad_request(
+                "The default project cannot be deleted (it receives the thoughts of deleted projects)"
+            )
+        default = await self.projects.ensure_default()
+        return DeletePlan(project, await self.projects.thought_count(project.id), default)
+
+    async def delete(self, plan: DeletePlan, principal: Principal) -> int:
+        """Move every thought (with its edges, links, hits, primers, proposals) to the default project."""
+        for table in _PROJECT_SCOPED:
+            await self.session.execute(
+                update(table)
+                .where(table.project_id == plan.project.id)  # type: ignore[attr-defined]
+                .values(project_id=plan.default_project.id)
+            )
+        await self.projects.delete(plan.project.id)
+        await AuditRepository(self.session).record(
+            principal.user_id,
+            "memory_manage",
+            "delete",
+            [plan.project.id],
+            plan.project.id,
+            {"thoughts_moved": plan.thought_count, "moved_to": str(plan.default_project.id)},
+        )
+        return plan.thought_count
+
+    async def resolve(self, cwd: str) -> ProjectRecord | None:
+        path = normalize_path(cwd)
+        return await self.projects.find_for_path(path) if path else None
+
+    async def _refuse_duplicates(self, name: str | None, path: str | None, own_id: uuid.UUID | None) -> None:
+        if name:
+            same_name = await self.projects.find_by_name(name.strip())
+            if same_name is not None and same_name.id != own_id:
+                raise conflict(f"A project named '{name.strip()}' already exists (id {same_name.id})")
+        if path:
+            same_path = await self.projects.find_by_path(path)
+            if same_path is not None and same_path.id != own_id:
+                raise conflict(f"Project '{same_path.name}' is already registered at '{path}'")

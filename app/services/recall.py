@@ -1,0 +1,54 @@
+"""Reading thoughts by id and by page (search lives in services/search.py)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.records import EdgeRecord, ThoughtRecord
+from app.db.repositories.edges import EdgeRepository
+from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository
+from app.errors import not_found
+from app.services.hits import HitService
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    edge: EdgeRecord
+    thought: ThoughtRecord
+
+
+@dataclass(frozen=True)
+class ThoughtWithEdges:
+    thought: ThoughtRecord
+    upstream: list[Neighbour] = field(default_factory=list)  # edges into the thought
+    downstream: list[Neighbour] = field(default_factory=list)  # edges out of it
+
+
+class RecallService:
+    def __init__(self, session: AsyncSession, hits: HitService) -> None:
+        self.thoughts = ThoughtRepository(session)
+        self.edges = EdgeRepository(session)
+        self.hits = hits
+
+    async def get(self, thought_id: uuid.UUID, include_edges: bool, max_edges: int) -> ThoughtWithEdges:
+        thought = await self.thoughts.get(thought_id)
+        if thought is None:
+            raise not_found(f"Thought {thought_id} not found")
+        await self.hits.record([thought.id])
+        if not include_edges:
+            return ThoughtWithEdges(thought)
+        edges = await self.edges.incident(thought.id, max_edges)
+        others = await self.thoughts.get_many(
+            [edge.source_id if edge.target_id == thought.id else edge.target_id for edge in edges]
+        )
+        upstream = [Neighbour(e, others[e.source_id]) for e in edges if e.target_id == thought.id]
+        downstream = [Neighbour(e, others[e.target_id]) for e in edges if e.source_id == thought.id]
+        return ThoughtWithEdges(thought, upstream, downstream)
+
+    async def page(self, where: ThoughtFilter, limit: int, offset: int) -> tuple[list[ThoughtRecord], int]:
+        total = await self.thoughts.count(where)
+        rows = await self.thoughts.page(where, limit, offset) if offset < total else []
+        return rows, total

@@ -1,0 +1,249 @@
+"""Writing thoughts: create, update and bulk_create (one transaction, per-row results)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import EdgeType, ThoughtStatus
+from app.db.records import Principal, ProjectRecord, ThoughtRecord
+from app.db.repositories.edges import EdgeRepository
+from app.db.repositories.projects import ProjectRepository
+from app.db.repositories.thoughts import ThoughtRepository
+from app.db.repositories.url_links import UrlLinkRepository
+from app.errors import AppError, bad_request, not_found
+from app.ids import new_id, parse_uuid
+from app.services.scope import normalize_path
+
+logger = logging.getLogger(__name__)
+
+ARCHIVE_REFUSAL = (
+    "status 'archived' is not accepted here: archiving is destructive and has one path — call "
+    "memory_supersede action=archive with thought_id (it previews), then repeat with confirm=true and the "
+    "returned preview_token"
+)
+
+
+@dataclass(frozen=True)
+class NewThought:
+    """A validated thought to create (content and tags already normalised)."""
+
+    content: str
+    tags: list[str] = field(default_factory=list)
+    status: ThoughtStatus = ThoughtStatus.active
+    is_protected: bool = False
+    is_global: bool = False
+    parent_id: uuid.UUID | None = None
+    url_links: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    index: int
+    thought: ThoughtRecord | None = None
+    error: AppError | None = None
+
+
+def normalize_tags(tags: Sequence[str] | None, argument: str = "tags") -> list[str]:
+    """Trimmed, non-empty, unique case-insensitively (first spelling wins)."""
+    seen: set[str] = set()
+    result: list[str] = []
+    for raw in tags or []:
+        tag = raw.strip()
+        if not tag:
+            raise bad_request(f"Invalid '{argument}': tags must be non-empty strings")
+        if tag.lower() not in seen:
+            seen.add(tag.lower())
+            result.append(tag)
+    return result
+
+
+def check_content(content: str, hard_limit: int, argument: str = "content") -> str:
+    if not content or not content.strip():
+        raise bad_request(f"Invalid '{argument}': content must not be empty")
+    if len(content) > hard_limit:
+        raise bad_request(
+            f"Invalid '{argument}': {len(content)} characters is over the {hard_limit}-character limit — "
+            "split it into several thoughts and link them"
+        )
+    return content
+
+
+def check_status(status: str | None, argument: str = "status") -> ThoughtStatus:
+    if status is None:
+        return ThoughtStatus.active
+    if status == ThoughtStatus.archived:
+        raise bad_request(f"Invalid '{argument}': {ARCHIVE_REFUSAL}")
+    return ThoughtStatus(status)
+
+
+class StoreService:
+    def __init__(self, session: AsyncSession, principal: Principal) -> None:
+        self.session = session
+        self.principal = principal
+        self.thoughts = ThoughtRepository(session)
+        self.projects = ProjectRepository(session)
+
+    async def create_many(
+        self,
+        project: ProjectRecord,
+        rows: Sequence[NewThought | AppError],
+        vectors: Sequence[list[float] | None] | None,
+        model_id: str | None,
+    ) -> list[RowOutcome]:
+        """Insert the valid rows in one go; an invalid row (an AppError) becomes a failed outcome.
+
+        A row whose exact content already lives (draft/active) in the project answers that
+        thought, with the tags merged, instead of creating a duplicate.
+        """
+        valid = [row for row in rows if isinstance(row, NewThought)]
+        parents = await self.thoughts.existing_ids([row.parent_id for row in valid if row.parent_id])
+        existing = {
+            content: t.id
+            for content, t in (
+                await self.thoughts.find_live_by_content(project.id, [row.content for row in valid])
+            ).items()
+        }
+        existing_tags = {
+            t.id: list(t.tags) for t in (await self.thoughts.get_many(list(existing.values()))).values()
+        }
+        original_tags = {thought_id: list(tags) for thought_id, tags in existing_tags.items()}
+        results: list[uuid.UUID | AppError] = []
+        inserts: list[dict[str, Any]] = []
+        edges: list[dict[str, Any]] = []
+        links: list[dict[str, Any]] = []
+        for index, row in enumerate(rows):
+            if isinstance(row, AppError):
+                results.append(row)
+            elif row.parent_id is not None and row.parent_id not in parents:
+                results.append(not_found(f"parent_id {row.parent_id} not found"))
+            elif row.content in existing:
+                thought_id = existing[row.content]
+                if thought_id in existing_tags:
+                    existing_tags[thought_id] = normalize_tags([*existing_tags[thought_id], *row.tags])
+                results.append(thought_id)
+            else:
+                thought_id = new_id()
+                existing[row.content] = thought_id
+                vector = vectors[index] if vectors is not None else None
+                inserts.append(self._insert_values(thought_id, project, row, vector, model_id))
+                if row.parent_id is not None:
+                    edges.append(self._parent_edge(row.parent_id, thought_id, project.id))
+                links.extend(self._link_values(thought_id, project.id, row.url_links))
+                results.append(thought_id)
+        await self.thoughts.insert_many(inserts)
+        await EdgeRepository(self.session).insert_many(edges)
+        await UrlLinkRepository(self.session).insert_many(links)
+        for thought_id, tags in existing_tags.items():
+            if tags != original_tags[thought_id]:
+                await self.thoughts.update_fields(thought_id, {"tags": tags})
+        records = await self.thoughts.get_many([r for r in results if isinstance(r, uuid.UUID)])
+        return [
+            RowOutcome(index, thought=records[result])
+            if isinstance(result, uuid.UUID)
+            else RowOutcome(index, error=result)
+            for index, result in enumerate(results)
+        ]
+
+    async def update(
+        self, thought_id: uuid.UUID, changes: dict[str, Any], vector: list[float] | None, model_id: str | None
+    ) -> ThoughtRecord:
+        current = await self.thoughts.get(thought_id, for_update=True)
+        if current is None:
+            raise not_found(f"Thought {thought_id} not found")
+        values: dict[str, Any] = {}
+        if "content" in changes:
+            values["content"] = changes["content"]
+            values["embedding"] = vector
+            values["embedding_model"] = model_id if vector is not None else None
+        if "tags" in changes:
+            values["tags"] = _apply_tags(current.tags, changes["tags"], changes.get("tags_mode") or "replace")
+        if "status" in changes:
+            status = check_status(changes["status"])
+            values["status"] = status
+            values["archived_at"] = None
+        for name in ("is_protected", "is_global", "surface_after"):
+            if name in changes:
+                values[name] = changes[name]
+        if "cwd" in changes:
+            values["project_id"] = await self._project_for(changes["cwd"], current.project_id)
+        if values:
+            await self.thoughts.update_fields(thought_id, values)
+        updated = await self.thoughts.get(thought_id)
+        assert updated is not None
+        return updated
+
+    async def _project_for(self, cwd: str | None, fallback: uuid.UUID) -> uuid.UUID:
+        path = normalize_path(cwd or "")
+        project = await self.projects.find_for_path(path) if path else None
+        return project.id if project else fallback
+
+    def _insert_values(
+        self,
+        thought_id: uuid.UUID,
+        project: ProjectRecord,
+        row: NewThought,
+        vector: list[float] | None,
+        model_id: str | None,
+    ) -> dict[str, Any]:
+        return {
+            "id": thought_id,
+            "project_id": project.id,
+            "content": row.content,
+            "status": row.status,
+            "tags": row.tags,
+            "is_protected": row.is_protected,
+            "is_global": row.is_global,
+            "created_by": self.principal.user_id,
+            "embedding": vector,
+            "embedding_model": model_id if vector is not None else None,
+        }
+
+    def _parent_edge(
+        self, parent_id: uuid.UUID, child_id: uuid.UUID, project_id: uuid.UUID
+    ) -> dict[str, Any]:
+        # parent → child: the source of a parent edge is the parent (DESIGN.md §10).
+        return {
+            "id": new_id(),
+            "project_id": project_id,
+            "source_id": parent_id,
+            "target_id": child_id,
+            "type": EdgeType.parent,
+            "created_by": self.principal.user_id,
+        }
+
+    @staticmethod
+    def _link_values(
+        thought_id: uuid.UUID, project_id: uuid.UUID, url_links: list[tuple[str, str]]
+    ) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": new_id(),
+                "thought_id": thought_id,
+                "project_id": project_id,
+                "text": text,
+                "url": url,
+                "label": text,
+                "sort_order": order,
+            }
+            for order, (text, url) in enumerate(url_links)
+        ]
+
+
+def _apply_tags(current: Sequence[str], tags: Sequence[str], mode: str) -> list[str]:
+    incoming = normalize_tags(tags)
+    if mode == "add":
+        return normalize_tags([*current, *incoming])
+    if mode == "remove":
+        removed = {tag.lower() for tag in incoming}
+        return [tag for tag in current if tag.lower() not in removed]
+    return incoming
+
+
+def parse_parent(value: str | None) -> uuid.UUID | None:
+    return parse_uuid(value, "parent_id") if value else None
