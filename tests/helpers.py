@@ -1,0 +1,100 @@
+"""Calling tools the way the server does (through `dispatch`) and reading the wire envelope."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_types import CallToolResult
+from sqlalchemy import text
+
+from app.db.records import Principal
+from app.mcp.registry import dispatch
+from app.mcp.tools.catalog import ALL_SPECS
+from app.services.context import AppContext
+
+SPECS = {spec.name: spec for spec in ALL_SPECS}
+
+
+@dataclass(frozen=True)
+class Answer:
+    raw: CallToolResult
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.raw.is_error)
+
+    @property
+    def text(self) -> str:
+        return "".join(getattr(block, "text", "") for block in self.raw.content)
+
+    @property
+    def result(self) -> Any:
+        assert self.raw.structured_content is not None, f"no structuredContent: {self.text}"
+        return self.raw.structured_content["result"]
+
+    @property
+    def item(self) -> Any:
+        assert not self.is_error, self.text
+        return self.result["item"]
+
+    @property
+    def items(self) -> list[Any]:
+        assert not self.is_error, self.text
+        return list(self.result["items"])
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        assert not self.is_error, self.text
+        return dict(self.result["meta"])
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert self.is_error, f"expected an error, got {self.text[:300]}"
+        return dict(self.result["error"])
+
+    def assert_mirrors_text(self) -> None:
+        """structuredContent.result mirrors the JSON in content[].text."""
+        assert json.loads(self.text) == self.result
+
+
+class ToolCaller:
+    """One user's view of the tools."""
+
+    def __init__(self, context: AppContext, principal: Principal) -> None:
+        self.context = context
+        self.principal = principal
+
+    async def __call__(self, tool: str, arguments: dict[str, Any]) -> Answer:
+        return Answer(await dispatch(SPECS[tool], arguments, self.context, self.principal))
+
+    async def ok(self, tool: str, arguments: dict[str, Any]) -> Answer:
+        answer = await self(tool, arguments)
+        assert not answer.is_error, answer.text
+        answer.assert_mirrors_text()
+        return answer
+
+
+async def count_rows(context: AppContext, table: str) -> int:
+    async with context.db.unit_of_work() as session:
+        return int((await session.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one())
+
+
+async def snapshot(context: AppContext) -> dict[str, int]:
+    """Row counts of every table that a tool can write: compare before and after a refused call."""
+    tables = (
+        "project",
+        "thought",
+        "edge",
+        "thought_url_link",
+        "thought_hit",
+        "primer",
+        "slot",
+        "preview_token",
+        "placement_proposal",
+        "audit_event",
+        "app_user",
+        "api_token",
+    )
+    return {table: await count_rows(context, table) for table in tables}
