@@ -55,6 +55,16 @@ class PrimerSettings(BaseModel):
     list_cap: int = Field(default=500, ge=1)
 
 
+class SlotSettings(BaseModel):
+    default_max_chars: int = Field(default=2000, ge=100, le=100_000)
+
+
+class AutoClusterSettings(BaseModel):
+    min_members: int = Field(default=3, ge=2)
+    min_age_days: int = Field(default=3, ge=0)
+    min_similarity: float | None = Field(default=None, gt=0, le=2)  # None = the model profile's distance
+
+
 class GraphSettings(BaseModel):
     max_degree: int = Field(default=25, ge=1, le=500)
 
@@ -81,6 +91,8 @@ class Settings(BaseSettings):
     content: ContentSettings = ContentSettings()
     primer: PrimerSettings = PrimerSettings()
     graph: GraphSettings = GraphSettings()
+    slots: SlotSettings = SlotSettings()
+    auto_cluster: AutoClusterSettings = AutoClusterSettings()
     pool_size: int = Field(default=10, ge=1, le=200)
 
 

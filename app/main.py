@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
@@ -73,6 +75,9 @@ def limits_from(settings: Settings) -> Limits:
         default_min_relevance=settings.search.default_min_relevance,
         unrelated_floor=settings.search.confidence.unrelated_floor,
         vector_floor=settings.search.confidence.vector_floor,
+        slot_max_chars=settings.slots.default_max_chars,
+        auto_cluster_min_members=settings.auto_cluster.min_members,
+        auto_cluster_min_age_days=settings.auto_cluster.min_age_days,
     )
 
 
@@ -90,7 +95,31 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
 
 def build_context(settings: Settings, url: str) -> AppContext:
     database = Database(build_engine(url, settings.pool_size))
-    return AppContext(database, EmbeddingRuntime(embedding_config(settings)), limits_from(settings))
+    view = settings_view(settings, url)
+    return AppContext(database, EmbeddingRuntime(embedding_config(settings)), limits_from(settings), view)
+
+
+def mask_url(url: str) -> str:
+    """Hide the password of a database URL."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:****@", url)
+
+
+def settings_view(settings: Settings, url: str) -> dict[str, Any]:
+    """Every effective setting, flattened with dots; secrets masked."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, inner)
+        else:
+            flat[prefix] = str(value) if isinstance(value, Path) else value
+
+    walk("", settings.model_dump(exclude={"database_url"}))
+    flat["database_url"] = (
+        mask_url(url) if settings.database_url else f"embedded ({settings.data_dir / 'pgdata'})"
+    )
+    return dict(sorted(flat.items()))
 
 
 @asynccontextmanager

@@ -26,6 +26,8 @@ from sqlalchemy import (
     String,
     Text,
     func,
+)
+from sqlalchemy import (
     text as sql,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID

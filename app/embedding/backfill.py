@@ -26,7 +26,9 @@ async def backfill_once(db: Database, runtime: EmbeddingRuntime, batch_size: int
         return 0
     model_id = embedder.profile.model_id
     async with db.unit_of_work() as session:
-        locked = (await session.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": BACKFILL_LOCK_KEY})).scalar()
+        locked = (
+            await session.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": BACKFILL_LOCK_KEY})
+        ).scalar()
         if not locked:
             return 0
         thoughts = ThoughtRepository(session)
@@ -34,7 +36,9 @@ async def backfill_once(db: Database, runtime: EmbeddingRuntime, batch_size: int
         if not pending:
             return 0
         vectors = await embedder.embed_passages([content for _, content in pending])
-        await thoughts.set_embeddings({thought_id: vector for (thought_id, _), vector in zip(pending, vectors, strict=True)}, model_id)
+        await thoughts.set_embeddings(
+            {thought_id: vector for (thought_id, _), vector in zip(pending, vectors, strict=True)}, model_id
+        )
     return len(pending)
 
 

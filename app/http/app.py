@@ -68,7 +68,9 @@ class BearerAuthMiddleware:
 
 async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
     response = JSONResponse(
-        {"error": "Unauthorized: send 'Authorization: Bearer <token>' (create one with `synaptomind token create`)"},
+        {
+            "error": "Unauthorized: send 'Authorization: Bearer <token>' (create one with `synaptomind token create`)"
+        },
         status_code=401,
         headers={"WWW-Authenticate": 'Bearer realm="synaptomind"'},
     )
@@ -110,7 +112,9 @@ async def _database_status(context: AppContext) -> str:
         return "unavailable"
 
 
-def transport_security(host: str, port: int, hosts: list[str], origins: list[str]) -> TransportSecuritySettings:
+def transport_security(
+    host: str, port: int, hosts: list[str], origins: list[str]
+) -> TransportSecuritySettings:
     """DNS-rebinding protection stays on; loopback names are always allowed."""
     allowed_hosts = [*hosts, "127.0.0.1:*", "localhost:*", "[::1]:*"]
     allowed_origins = [*origins, "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from app.db.engine import Database
 from app.embedding.runtime import EmbeddingRuntime
@@ -19,6 +20,9 @@ class Limits:
     default_min_relevance: float = 0.4
     unrelated_floor: float | None = None
     vector_floor: float | None = None
+    slot_max_chars: int = 2000
+    auto_cluster_min_members: int = 3
+    auto_cluster_min_age_days: int = 3
 
 
 @dataclass(frozen=True)
@@ -26,3 +30,4 @@ class AppContext:
     db: Database
     embedding: EmbeddingRuntime
     limits: Limits
+    settings_view: dict[str, Any] = field(default_factory=dict)  # flattened, secrets masked

@@ -78,7 +78,7 @@ class ProjectService:
         for table in _PROJECT_SCOPED:
             await self.session.execute(
                 update(table)
-                .where(table.project_id == plan.project.id)  # type: ignore[attr-defined]
+                .where(table.project_id == plan.project.id)
                 .values(project_id=plan.default_project.id)
             )
         await self.projects.delete(plan.project.id)

@@ -6,6 +6,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -40,6 +41,7 @@ class NewThought:
     is_global: bool = False
     parent_id: uuid.UUID | None = None
     url_links: list[tuple[str, str]] = field(default_factory=list)
+    surface_after: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class StoreService:
         original_tags = {thought_id: list(tags) for thought_id, tags in existing_tags.items()}
         results: list[uuid.UUID | AppError] = []
         inserts: list[dict[str, Any]] = []
+        pending: dict[uuid.UUID, dict[str, Any]] = {}
         edges: list[dict[str, Any]] = []
         links: list[dict[str, Any]] = []
         for index, row in enumerate(rows):
@@ -126,12 +129,15 @@ class StoreService:
                 thought_id = existing[row.content]
                 if thought_id in existing_tags:
                     existing_tags[thought_id] = normalize_tags([*existing_tags[thought_id], *row.tags])
+                else:  # a repeat of a row inserted earlier in this batch: merge into its pending insert
+                    pending[thought_id]["tags"] = normalize_tags([*pending[thought_id]["tags"], *row.tags])
                 results.append(thought_id)
             else:
                 thought_id = new_id()
                 existing[row.content] = thought_id
                 vector = vectors[index] if vectors is not None else None
-                inserts.append(self._insert_values(thought_id, project, row, vector, model_id))
+                pending[thought_id] = self._insert_values(thought_id, project, row, vector, model_id)
+                inserts.append(pending[thought_id])
                 if row.parent_id is not None:
                     edges.append(self._parent_edge(row.parent_id, thought_id, project.id))
                 links.extend(self._link_values(thought_id, project.id, row.url_links))
@@ -199,6 +205,7 @@ class StoreService:
             "tags": row.tags,
             "is_protected": row.is_protected,
             "is_global": row.is_global,
+            "surface_after": row.surface_after,
             "created_by": self.principal.user_id,
             "embedding": vector,
             "embedding_model": model_id if vector is not None else None,

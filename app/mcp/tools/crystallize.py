@@ -8,6 +8,7 @@ from pydantic import Field
 
 from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
+from app.mcp.tools import crystallize_handlers
 from app.mcp.tools.common import (
     COMMON_FIELD_DOCS,
     DESTRUCTIVE,
@@ -16,7 +17,6 @@ from app.mcp.tools.common import (
     IdStr,
     ShapeArgs,
     TagStr,
-    not_implemented,
 )
 
 TOOL = "memory_crystallize"
@@ -52,9 +52,9 @@ SPEC = ToolSpec(
         "confirm=true+preview_token."
     ),
     actions=(
-        Action("graph", GraphArgs, not_implemented(TOOL, "graph"), Role.reader),
-        Action("cluster", ClusterArgs, not_implemented(TOOL, "cluster"), Role.writer),
-        Action("auto_cluster", AutoClusterArgs, not_implemented(TOOL, "auto_cluster"), Role.writer),
+        Action("graph", GraphArgs, crystallize_handlers.graph, Role.reader),
+        Action("cluster", ClusterArgs, crystallize_handlers.cluster, Role.writer),
+        Action("auto_cluster", AutoClusterArgs, crystallize_handlers.auto_cluster, Role.writer),
     ),
     annotations=DESTRUCTIVE,
     retired={

@@ -87,10 +87,12 @@ async def delete_project(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
     arguments = previewed_arguments(args)
     async with ctx.app.db.unit_of_work() as session:
         service = ProjectService(session)
-        plan = await service.plan_delete(project_id)
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
+            # The token first: replaying a spent token is refused as already used, even though
+            # the project it deleted is gone by then (DESIGN §10).
             await previews.redeem(ctx.principal, TOOL, "delete", arguments, args.preview_token)
+            plan = await service.plan_delete(project_id)
             moved = await service.delete(plan, ctx.principal)
             item: dict[str, Any] = {
                 "action": "deleted",
@@ -99,6 +101,7 @@ async def delete_project(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
                 "moved_to": str(plan.default_project.id),
             }
             return ToolAnswer(single(Meta("delete"), item))
+        plan = await service.plan_delete(project_id)
         token = await previews.issue(ctx.principal, TOOL, "delete", arguments)
     consequence = (
         f"Deletes project '{plan.project.name}' and moves its {plan.thought_count} thought(s) "
@@ -153,5 +156,9 @@ SPEC = ToolSpec(
         Action("resolve", ResolveArgs, resolve_project),
     ),
     annotations=DESTRUCTIVE,
-    field_docs={**COMMON_FIELD_DOCS, "cwd": "path to resolve (required for resolve)"},
+    field_docs={
+        **COMMON_FIELD_DOCS,
+        "cwd": "path to resolve (required for resolve)",
+        "fields": "only these project fields",
+    },
 )

@@ -13,6 +13,7 @@ from app.db.repositories.url_links import UrlLinkRepository
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import Action, CallContext, ToolAnswer, ToolSpec
 from app.mcp.shaping import ThoughtShaper, shape_edge
+from app.mcp.tools import recall_search
 from app.mcp.tools.common import (
     COMMON_FIELD_DOCS,
     READ_ONLY,
@@ -21,7 +22,6 @@ from app.mcp.tools.common import (
     LinksArgs,
     ShapeArgs,
     TagStr,
-    not_implemented,
     uuid_arg,
 )
 from app.services.hits import HitService
@@ -159,11 +159,11 @@ SPEC = ToolSpec(
         "clusters {query} cluster thoughts only; list (paged inventory, status default all)."
     ),
     actions=(
-        Action("search", SearchArgs, not_implemented(TOOL, "search")),
+        Action("search", SearchArgs, recall_search.search_thoughts),
         Action("get", GetArgs, get_thought),
-        Action("context", ContextArgs, not_implemented(TOOL, "context")),
-        Action("chain", ChainArgs, not_implemented(TOOL, "chain")),
-        Action("clusters", ClustersArgs, not_implemented(TOOL, "clusters")),
+        Action("context", ContextArgs, recall_search.context),
+        Action("chain", ChainArgs, recall_search.chain),
+        Action("clusters", ClustersArgs, recall_search.search_clusters),
         Action("list", ListArgs, list_thoughts),
     ),
     annotations=READ_ONLY,

@@ -7,8 +7,18 @@ from typing import Literal
 from pydantic import Field
 
 from app.db.models import Role
-from app.mcp.registry import Action, ToolSpec
-from app.mcp.tools.common import COMMON_FIELD_DOCS, WRITES, CwdArgs, LinksArgs, ShapeArgs, not_implemented
+from app.db.repositories.projects import ProjectRepository
+from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository
+from app.db.repositories.url_links import UrlLinkRepository
+from app.errors import bad_request
+from app.mcp.envelope import Meta, collection, single
+from app.mcp.registry import Action, CallContext, ToolAnswer, ToolSpec
+from app.mcp.shaping import ThoughtShaper
+from app.mcp.tools.common import COMMON_FIELD_DOCS, WRITES, CwdArgs, LinksArgs, ShapeArgs
+from app.services.reflection import ReflectInput, ReflectionService
+from app.services.scope import normalize_path, resolve_read_scope
+from app.services.search import status_filter
+from app.services.store import check_content
 
 TOOL = "memory_reflect"
 StatusFilter = Literal["draft", "active", "archived", "all"]
@@ -31,6 +41,72 @@ class TimelineArgs(CwdArgs, ShapeArgs, LinksArgs):
     offset: int = Field(default=0, ge=0)
 
 
+async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
+    data = ReflectInput(
+        summary=args.summary,
+        goals_add=args.goals_add or [],
+        goals_remove=args.goals_remove or [],
+        decisions=[text.strip() for text in args.decisions or [] if text.strip()],
+        pending=[text.strip() for text in args.pending or [] if text.strip()],
+        wake_days=args.wake_days,
+    )
+    if not (
+        (data.summary or "").strip() or data.goals_add or data.goals_remove or data.decisions or data.pending
+    ):
+        raise bad_request(
+            "memory_reflect action=reflect has nothing to record: pass summary, goals_add, goals_remove, "
+            "decisions or pending"
+        )
+    for index, text in enumerate([*data.decisions, *data.pending]):
+        check_content(text, ctx.app.limits.content_hard, f"decisions/pending[{index}]")
+    texts = [*data.decisions, *data.pending]
+    vectors = await ctx.app.embedding.embed_passages(texts) if texts else None
+    profile = ctx.app.embedding.profile
+    by_text = dict(zip(texts, vectors, strict=True)) if vectors and profile else {}
+    async with ctx.app.db.unit_of_work() as session:
+        projects = ProjectRepository(session)
+        path = normalize_path(args.cwd or "")
+        resolved = await projects.find_for_path(path) if path else None
+        project = resolved or await projects.ensure_default()
+        counts = await ReflectionService(session, ctx.principal, ctx.app.limits.slot_max_chars).reflect(
+            data,
+            resolved.id if resolved else None,
+            project,
+            by_text,
+            profile.model_id if by_text and profile else None,
+        )
+    scope = (
+        None
+        if resolved is None
+        else {"project": str(resolved.id), "project_name": resolved.name, "global": False}
+    )
+    return ToolAnswer(single(Meta("reflect", scope=scope), counts.__dict__))
+
+
+async def timeline(args: TimelineArgs, ctx: CallContext) -> ToolAnswer:
+    async with ctx.app.db.unit_of_work() as session:
+        scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
+        where = ThoughtFilter(
+            project_id=scope.project.id if scope.project else None, statuses=status_filter(args.status)
+        )
+        thoughts = ThoughtRepository(session)
+        total = await thoughts.count(where)
+        rows = await thoughts.page(where, args.limit, args.offset) if args.offset < total else []
+        links = (
+            await UrlLinkRepository(session).for_thoughts(r.id for r in rows)
+            if args.include_url_links
+            else None
+        )
+    shape = ThoughtShaper(compact=bool(args.compact), fields=args.fields, url_links=links)
+    meta = Meta(
+        "timeline",
+        scope=scope.scope,
+        warnings=scope.warnings,
+        counts={"limit": args.limit, "offset": args.offset},
+    )
+    return ToolAnswer(collection(meta, [shape(row) for row in rows], total=total))
+
+
 SPEC = ToolSpec(
     name=TOOL,
     description=(
@@ -39,8 +115,8 @@ SPEC = ToolSpec(
         "after wake_days (default 7). timeline {status?, limit 1–500, offset?} pages thoughts."
     ),
     actions=(
-        Action("reflect", ReflectArgs, not_implemented(TOOL, "reflect"), Role.writer),
-        Action("timeline", TimelineArgs, not_implemented(TOOL, "timeline"), Role.reader),
+        Action("reflect", ReflectArgs, reflect, Role.writer),
+        Action("timeline", TimelineArgs, timeline, Role.reader),
     ),
     annotations=WRITES,
     retired={

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from app.db.models import Role
 from app.mcp.registry import Action, ActionArgs, ToolSpec
+from app.mcp.tools import status_handlers
 from app.mcp.tools.common import COMMON_FIELD_DOCS, READ_ONLY, CwdArgs, IdStr, ShapeArgs, not_implemented
 
 TOOL = "memory_status"
@@ -51,9 +52,9 @@ SPEC = ToolSpec(
         "(slim unless compact=false), pinned to one project."
     ),
     actions=(
-        Action("slots", SlotsArgs, not_implemented(TOOL, "slots"), Role.reader),
-        Action("frontier", FrontierArgs, not_implemented(TOOL, "frontier"), Role.reader),
-        Action("config", ConfigArgs, not_implemented(TOOL, "config"), Role.reader),
+        Action("slots", SlotsArgs, status_handlers.slots, Role.reader),
+        Action("frontier", FrontierArgs, status_handlers.frontier, Role.reader),
+        Action("config", ConfigArgs, status_handlers.config, Role.reader),
         Action("health", HealthArgs, not_implemented(TOOL, "health"), Role.reader),
         Action("propose", ProposeArgs, not_implemented(TOOL, "propose"), Role.reader),
     ),

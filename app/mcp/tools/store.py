@@ -14,6 +14,7 @@ from app.errors import AppError, bad_request
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import Action, ActionArgs, CallContext, ToolAnswer, ToolSpec
 from app.mcp.shaping import ThoughtShaper
+from app.mcp.tools import store_edges
 from app.mcp.tools.common import (
     COMMON_FIELD_DOCS,
     DESTRUCTIVE,
@@ -21,11 +22,10 @@ from app.mcp.tools.common import (
     CwdArgs,
     IdStr,
     TagStr,
-    not_implemented,
     uuid_arg,
 )
 from app.services.context import Limits
-from app.services.scope import resolve_write_project
+from app.services.scope import normalize_path, resolve_write_project, scope_of
 from app.services.store import (
     NewThought,
     StoreService,
@@ -162,11 +162,16 @@ async def create_thought(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
 
 async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
-    changes = args.model_dump(exclude={"action", "thought_id"}, exclude_unset=True)
-    if not changes:
+    # null means "not given" (a NOT NULL column must not become NULL), except surface_after, where it clears
+    changes = {
+        name: value
+        for name, value in args.model_dump(exclude={"action", "thought_id"}, exclude_unset=True).items()
+        if value is not None or name == "surface_after"
+    }
+    if not set(changes) - {"tags_mode"}:
         raise bad_request(
-            "memory_store action=update needs at least one field to change: content, tags, tags_mode, status, "
-            "cwd, is_protected, is_global or surface_after"
+            "memory_store action=update needs at least one field to change: content, tags (with tags_mode), "
+            "status, cwd, is_protected, is_global or surface_after"
         )
     if "status" in changes:
         check_status(changes["status"])
@@ -176,10 +181,16 @@ async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
         vectors = await ctx.app.embedding.embed_passages([changes["content"]])
         if vectors and ctx.app.embedding.profile:
             vector, model_id = vectors[0], ctx.app.embedding.profile.model_id
+    scope: dict[str, Any] | None = None
     async with ctx.app.db.unit_of_work() as session:
         thought = await StoreService(session, ctx.principal).update(thought_id, changes, vector, model_id)
+        path = normalize_path(changes.get("cwd") or "")
+        target = await ProjectRepository(session).find_for_path(path) if path else None
+        if target is not None:  # a registered cwd: the thought now lives there, say so like create does
+            scope = scope_of(target)
     warnings = soft_limit_warnings([changes["content"]], ctx.app.limits) if "content" in changes else []
-    return ToolAnswer(single(Meta("update", warnings=warnings), ThoughtShaper(compact=False)(thought)))
+    meta = Meta("update", scope=scope, warnings=warnings)
+    return ToolAnswer(single(meta, ThoughtShaper(compact=False)(thought)))
 
 
 def _bulk_row(raw: dict[str, Any], index: int, limits: Limits) -> NewThought | AppError:
@@ -237,11 +248,11 @@ SPEC = ToolSpec(
     actions=(
         Action("create", CreateArgs, create_thought, Role.writer),
         Action("update", UpdateArgs, update_thought, Role.writer),
-        Action("link", LinkArgs, not_implemented(TOOL, "link"), Role.writer),
-        Action("link_batch", LinkBatchArgs, not_implemented(TOOL, "link_batch"), Role.writer),
-        Action("unlink", UnlinkArgs, not_implemented(TOOL, "unlink"), Role.writer),
-        Action("unlink_batch", UnlinkBatchArgs, not_implemented(TOOL, "unlink_batch"), Role.writer),
-        Action("retype", RetypeArgs, not_implemented(TOOL, "retype"), Role.writer),
+        Action("link", LinkArgs, store_edges.link, Role.writer),
+        Action("link_batch", LinkBatchArgs, store_edges.link_batch, Role.writer),
+        Action("unlink", UnlinkArgs, store_edges.unlink, Role.writer),
+        Action("unlink_batch", UnlinkBatchArgs, store_edges.unlink_batch, Role.writer),
+        Action("retype", RetypeArgs, store_edges.retype, Role.writer),
         Action("bulk_create", BulkCreateArgs, bulk_create, Role.writer),
     ),
     annotations=DESTRUCTIVE,

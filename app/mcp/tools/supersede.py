@@ -8,6 +8,7 @@ from pydantic import Field
 
 from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
+from app.mcp.tools import supersede_handlers
 from app.mcp.tools.common import (
     COMMON_FIELD_DOCS,
     DESTRUCTIVE,
@@ -15,7 +16,6 @@ from app.mcp.tools.common import (
     CwdStr,
     IdStr,
     TagStr,
-    not_implemented,
 )
 
 TOOL = "memory_supersede"
@@ -48,9 +48,9 @@ SPEC = ToolSpec(
         "merged_content?, merged_tags?, cwd?}: source's edges move to target, source is archived."
     ),
     actions=(
-        Action("archive", ArchiveArgs, not_implemented(TOOL, "archive"), Role.writer),
-        Action("archive_batch", ArchiveBatchArgs, not_implemented(TOOL, "archive_batch"), Role.writer),
-        Action("merge", MergeArgs, not_implemented(TOOL, "merge"), Role.writer),
+        Action("archive", ArchiveArgs, supersede_handlers.archive, Role.writer),
+        Action("archive_batch", ArchiveBatchArgs, supersede_handlers.archive_batch, Role.writer),
+        Action("merge", MergeArgs, supersede_handlers.merge, Role.writer),
     ),
     annotations=DESTRUCTIVE,
     retired={"project_id": "project_id was removed; use cwd"},

@@ -1,0 +1,180 @@
+"""Clusters: the project graph, explicit clusters and union-find auto-clustering."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlalchemy import func, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
+from app.db.records import EdgeRecord, Principal, ProjectRecord, ThoughtRecord
+from app.db.repositories.projects import ProjectRepository
+from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, thought_select, to_record
+from app.errors import not_found
+from app.ids import new_id
+from app.services.edges import EdgeService, edge_record
+
+CLUSTER_TITLE_WORDS = 8
+
+
+@dataclass(frozen=True)
+class GraphPage:
+    nodes: list[ThoughtRecord]
+    edges: list[EdgeRecord]
+    total: int
+
+
+@dataclass
+class ClusterGroup:
+    members: list[ThoughtRecord]
+    project_id: uuid.UUID | None = None
+    title: str = ""
+    cluster: ThoughtRecord | None = field(default=None)
+
+
+def cluster_title(member: ThoughtRecord) -> str:
+    words = member.content.split()
+    title = " ".join(words[:CLUSTER_TITLE_WORDS])
+    return title + ("…" if len(words) > CLUSTER_TITLE_WORDS else "")
+
+
+class ClusterService:
+    def __init__(self, session: AsyncSession, principal: Principal) -> None:
+        self.session = session
+        self.principal = principal
+        self.thoughts = ThoughtRepository(session)
+
+    async def graph(self, where: ThoughtFilter, limit: int, offset: int) -> GraphPage:
+        total = await self.thoughts.count(where)
+        statement = thought_select().where(*where.clauses()).order_by(Thought.id).limit(limit).offset(offset)
+        nodes = [to_record(row) for row in await self.session.execute(statement)]
+        ids = [node.id for node in nodes]
+        edges: list[EdgeRecord] = []
+        if ids:
+            edge_rows = await self.session.execute(
+                select(Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at)
+                .where(Edge.source_id.in_(ids), Edge.target_id.in_(ids))
+                .order_by(Edge.id)
+            )
+            edges = [edge_record(row) for row in edge_rows]
+        return GraphPage(nodes, edges, total)
+
+    async def create_cluster(
+        self,
+        member_ids: Sequence[uuid.UUID],
+        title: str | None,
+        tags: list[str],
+        project: ProjectRecord | None,
+        vector: list[float] | None,
+        model_id: str | None,
+    ) -> tuple[ThoughtRecord, list[EdgeRecord], list[ThoughtRecord]]:
+        unique = list(dict.fromkeys(member_ids))
+        members = await self.thoughts.get_many(unique)
+        missing = [str(thought_id) for thought_id in unique if thought_id not in members]
+        if missing:
+            raise not_found(f"Thought {', '.join(missing)} not found (thought_ids)")
+        ordered = [members[thought_id] for thought_id in unique]
+        newest = max(ordered, key=lambda member: member.created_at)
+        content = (title or "").strip() or cluster_title(newest)
+        target_project = project or await self._shared_project(ordered)
+        cluster_id = new_id()
+        await self.thoughts.insert_many(
+            [
+                {
+                    "id": cluster_id,
+                    "project_id": target_project,
+                    "content": content,
+                    "status": ThoughtStatus.active,
+                    "tags": list(dict.fromkeys(["cluster", *tags])),
+                    "is_cluster": True,
+                    "created_by": self.principal.user_id,
+                    "embedding": vector,
+                    "embedding_model": model_id if vector is not None else None,
+                }
+            ]
+        )
+        edges = EdgeService(self.session, self.principal)
+        created = [(await edges.link(cluster_id, member.id, EdgeType.cluster)).edge for member in ordered]
+        cluster = await self.thoughts.get(cluster_id)
+        assert cluster is not None
+        return cluster, created, ordered
+
+    async def _shared_project(self, members: list[ThoughtRecord]) -> uuid.UUID:
+        projects = {member.project_id for member in members}
+        if len(projects) == 1:
+            return projects.pop()
+        return (await ProjectRepository(self.session).ensure_default()).id
+
+    async def auto_groups(
+        self, max_distance: float, min_members: int, min_age_days: int, model_id: str
+    ) -> tuple[list[ClusterGroup], int]:
+        """Union-find over nearest neighbours closer than `max_distance` among eligible thoughts."""
+        eligible = select(Thought.id).where(
+            Thought.is_cluster.is_(False),
+            Thought.status.in_((ThoughtStatus.active, ThoughtStatus.draft)),
+            Thought.created_at < func.now() - timedelta(days=min_age_days),
+            Thought.embedding_model == model_id,
+            ~select(Edge.id).where(Edge.target_id == Thought.id, Edge.type == EdgeType.cluster).exists(),
+        )
+        ids = [row.id for row in await self.session.execute(eligible)]
+        if not ids:
+            return [], 0
+        pairs = await self.session.execute(
+            text(
+                """
+                SELECT a.id AS a, n.id AS b
+                FROM thought a
+                CROSS JOIN LATERAL (
+                    SELECT b.id FROM thought b
+                    WHERE b.id = ANY(:ids) AND b.id <> a.id AND b.embedding_model = :model
+                    ORDER BY b.embedding <=> a.embedding
+                    LIMIT 10
+                ) n
+                JOIN thought b2 ON b2.id = n.id
+                WHERE a.id = ANY(:ids) AND (a.embedding <=> b2.embedding) < :max_distance
+                """
+            ),
+            {"ids": ids, "model": model_id, "max_distance": max_distance},
+        )
+        parent = {thought_id: thought_id for thought_id in ids}
+
+        def find(node: uuid.UUID) -> uuid.UUID:
+            while parent[node] != node:
+                parent[node] = parent[parent[node]]
+                node = parent[node]
+            return node
+
+        for row in pairs:
+            left, right = find(row.a), find(row.b)
+            if left != right:
+                parent[max(left, right)] = min(left, right)
+        components: dict[uuid.UUID, list[uuid.UUID]] = {}
+        for thought_id in ids:
+            components.setdefault(find(thought_id), []).append(thought_id)
+        big = [sorted(group) for group in components.values() if len(group) >= min_members]
+        records = await self.thoughts.get_many([thought_id for group in big for thought_id in group])
+        groups = []
+        for group in sorted(big, key=lambda members: members[0]):
+            members = [records[thought_id] for thought_id in group]
+            projects = {member.project_id for member in members}
+            newest = max(members, key=lambda member: member.created_at)
+            groups.append(
+                ClusterGroup(members, projects.pop() if len(projects) == 1 else None, cluster_title(newest))
+            )
+        return groups, len(ids)
+
+    async def materialize(
+        self, group: ClusterGroup, vector: list[float] | None, model_id: str | None
+    ) -> ClusterGroup:
+        project = None
+        if group.project_id is not None:
+            project = await ProjectRepository(self.session).get(group.project_id)
+        cluster, _, _ = await self.create_cluster(
+            [member.id for member in group.members], group.title, ["auto"], project, vector, model_id
+        )
+        group.cluster = cluster
+        return group

@@ -1,0 +1,179 @@
+"""The edge writers: link (one edge per unordered pair), unlink, retype.
+
+Every writer takes a transaction-scoped advisory lock on the pair first, so concurrent callers on
+the same pair run one after the other; the unique pair index is the backstop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
+from app.db.records import EdgeRecord, Principal
+from app.errors import AppError, bad_request, conflict, not_found
+from app.ids import new_id
+
+LINK_IMPORTANCE_BONUS = 0.1
+SELF_LOOP = "Edge cannot link a thought to itself (source_id and target_id are the same)"
+_COLUMNS = (Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at)
+
+
+def edge_record(row: object) -> EdgeRecord:
+    return EdgeRecord(**row._mapping)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    edge: EdgeRecord
+    created: bool  # False for an idempotent replay or an in-place upgrade
+
+
+class EdgeService:
+    def __init__(self, session: AsyncSession, principal: Principal) -> None:
+        self.session = session
+        self.principal = principal
+
+    async def lock_pair(self, a: uuid.UUID, b: uuid.UUID) -> None:
+        low, high = sorted((a, b))
+        await self.session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 7301))"), {"key": f"edge:{low}:{high}"}
+        )
+
+    async def get(self, edge_id: uuid.UUID) -> EdgeRecord | None:
+        row = (await self.session.execute(select(*_COLUMNS).where(Edge.id == edge_id))).first()
+        return edge_record(row) if row else None
+
+    async def pair_edge(self, a: uuid.UUID, b: uuid.UUID) -> EdgeRecord | None:
+        low, high = sorted((a, b))
+        statement = select(*_COLUMNS).where(
+            func.least(Edge.source_id, Edge.target_id) == low,
+            func.greatest(Edge.source_id, Edge.target_id) == high,
+        )
+        row = (await self.session.execute(statement)).first()
+        return edge_record(row) if row else None
+
+    async def link(self, source_id: uuid.UUID, target_id: uuid.UUID, edge_type: EdgeType) -> LinkResult:
+        if source_id == target_id:
+            raise bad_request(SELF_LOOP)
+        await self.lock_pair(source_id, target_id)
+        ends = await self._ends(source_id, target_id)
+        if edge_type == EdgeType.cluster and not ends[source_id]:
+            raise bad_request(cluster_rule(source_id))
+        existing = await self.pair_edge(source_id, target_id)
+        if existing is not None:
+            return await self._relink(existing, source_id, target_id, edge_type)
+        edge_id = new_id()
+        project_id = (
+            await self.session.execute(select(Thought.project_id).where(Thought.id == source_id))
+        ).scalar_one()
+        await self.session.execute(
+            insert(Edge).values(
+                id=edge_id,
+                project_id=project_id,
+                source_id=source_id,
+                target_id=target_id,
+                type=edge_type,
+                created_by=self.principal.user_id,
+            )
+        )
+        await self._bump_importance(source_id, target_id)
+        edge = await self.get(edge_id)
+        assert edge is not None
+        return LinkResult(edge, created=True)
+
+    async def _relink(
+        self, existing: EdgeRecord, source_id: uuid.UUID, target_id: uuid.UUID, edge_type: EdgeType
+    ) -> LinkResult:
+        if existing.type == edge_type and edge_type in SYMMETRIC_EDGE_TYPES:
+            return LinkResult(existing, created=False)  # symmetric re-link is an idempotent replay
+        if existing.type == EdgeType.related and edge_type != EdgeType.related:
+            # A `related` placeholder is upgraded in place: same id, the asked type and direction.
+            await self.session.execute(
+                update(Edge)
+                .where(Edge.id == existing.id)
+                .values(type=edge_type, source_id=source_id, target_id=target_id)
+            )
+            upgraded = await self.get(existing.id)
+            assert upgraded is not None
+            return LinkResult(upgraded, created=False)
+        if existing.type == edge_type:
+            raise conflict(
+                f"Edge already exists: {existing.source_id} -[{existing.type.value}]-> {existing.target_id} "
+                f"(edge {existing.id}); a pair carries one edge"
+            )
+        raise conflict(
+            f"The pair already carries a '{existing.type.value}' edge (edge {existing.id}); a pair carries one edge — "
+            f"change it with memory_store action=retype, edge_id={existing.id}, new_type={edge_type.value}"
+        )
+
+    async def _ends(self, source_id: uuid.UUID, target_id: uuid.UUID) -> dict[uuid.UUID, bool]:
+        """{id: is_cluster} of both ends; refuses a missing one naming its argument."""
+        rows = await self.session.execute(
+            select(Thought.id, Thought.is_cluster).where(Thought.id.in_((source_id, target_id)))
+        )
+        found = {row.id: bool(row.is_cluster) for row in rows}
+        for thought_id, name in ((source_id, "source_id"), (target_id, "target_id")):
+            if thought_id not in found:
+                raise not_found(f"Thought {thought_id} not found ({name})")
+        return found
+
+    async def _bump_importance(self, *thought_ids: uuid.UUID) -> None:
+        await self.session.execute(
+            update(Thought)
+            .where(Thought.id.in_(thought_ids))
+            .values(importance=func.least(1.0, Thought.importance + LINK_IMPORTANCE_BONUS))
+        )
+
+    async def delete(self, edge_id: uuid.UUID) -> bool:
+        result = await self.session.execute(delete(Edge).where(Edge.id == edge_id))
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def validate_retype(self, edge: EdgeRecord, new_type: EdgeType) -> None:
+        if edge.type == new_type:
+            raise bad_request(f"Edge {edge.id} is already of type '{new_type.value}'")
+        if new_type == EdgeType.cluster:
+            ends = await self._ends(edge.source_id, edge.target_id)
+            if not ends[edge.source_id]:
+                raise bad_request(cluster_rule(edge.source_id))
+
+    async def retype(self, edge: EdgeRecord, new_type: EdgeType) -> EdgeRecord:
+        """Delete + insert in this transaction: a new id, the original created_at kept."""
+        await self.lock_pair(edge.source_id, edge.target_id)
+        current = await self.get(edge.id)
+        if current is None:  # deleted since it was read: a stale preview never writes blindly
+            raise edge_not_found(edge.id)
+        await self.validate_retype(current, new_type)
+        project_id = (
+            await self.session.execute(select(Edge.project_id).where(Edge.id == edge.id))
+        ).scalar_one()
+        await self.delete(edge.id)
+        new_edge_id = new_id()
+        await self.session.execute(
+            insert(Edge).values(
+                id=new_edge_id,
+                project_id=project_id,
+                source_id=edge.source_id,
+                target_id=edge.target_id,
+                type=new_type,
+                created_by=self.principal.user_id,
+                created_at=edge.created_at,
+            )
+        )
+        created = await self.get(new_edge_id)
+        assert created is not None
+        return created
+
+
+def cluster_rule(source_id: uuid.UUID) -> str:
+    return (
+        f"Only a cluster thought may carry a cluster edge: source {source_id} is not a cluster thought "
+        "(create one with memory_crystallize action=cluster)"
+    )
+
+
+def edge_not_found(edge_id: uuid.UUID) -> AppError:
+    return not_found(f"Edge not found: {edge_id}")

@@ -1,0 +1,47 @@
+"""Primers: the always-at-hand set (a pointer per promoted thought)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Primer, ThoughtHit
+from app.mcp.shaping import iso
+
+
+class PrimerService:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    def _select(self) -> Any:
+        hits = func.coalesce(ThoughtHit.hit_count, 0).label("hit_count")
+        return select(Primer.id, Primer.thought_id, hits, Primer.promoted_at, Primer.created_at).outerjoin(
+            ThoughtHit, ThoughtHit.thought_id == Primer.thought_id
+        )
+
+    async def list(self, cap: int) -> list[dict[str, Any]]:
+        statement = (
+            self._select().order_by(func.coalesce(ThoughtHit.hit_count, 0).desc(), Primer.id).limit(cap)
+        )
+        return [_shape(row) for row in await self.session.execute(statement)]
+
+    async def get(self, primer_id: uuid.UUID) -> dict[str, Any] | None:
+        row = (await self.session.execute(self._select().where(Primer.id == primer_id))).first()
+        return _shape(row) if row else None
+
+    async def delete(self, primer_id: uuid.UUID) -> bool:
+        result = await self.session.execute(delete(Primer).where(Primer.id == primer_id))
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def _shape(row: Any) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "thought_id": str(row.thought_id),
+        "hit_count": int(row.hit_count),
+        "promoted_at": iso(row.promoted_at),
+        "created_at": iso(row.created_at),
+    }

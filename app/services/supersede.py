@@ -1,0 +1,186 @@
+"""Archiving and merging thoughts; execution always re-reads the current state."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought, ThoughtStatus
+from app.db.records import EdgeRecord, Principal, ThoughtRecord
+from app.db.repositories.audit import AuditRepository
+from app.db.repositories.thoughts import ThoughtRepository
+from app.errors import conflict, not_found
+from app.ids import new_id
+from app.services.edges import EdgeService, edge_record
+
+MERGE_PREVIEW_EDGES = 50
+_EDGE_COLUMNS = (Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at)
+
+
+def archive_outcome(thought: ThoughtRecord | None) -> str:
+    if thought is None:
+        return "not_found"
+    return "already_archived" if thought.status == ThoughtStatus.archived else "would_archive"
+
+
+@dataclass
+class MergePlan:
+    source_id: uuid.UUID
+    target_id: uuid.UUID
+    source: ThoughtRecord | None
+    target: ThoughtRecord | None
+    source_edges: list[EdgeRecord] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        if self.source is None or self.target is None:
+            return "not_found"
+        return "ineligible" if self.reason else "would_merge"
+
+    @property
+    def reason(self) -> str | None:
+        if self.source is None or self.target is None:
+            return None
+        if self.source.id == self.target.id:
+            return "source and target are the same thought"
+        if self.source.status == ThoughtStatus.archived:
+            return "the source is archived"
+        if self.target.status == ThoughtStatus.archived:
+            return "the target is archived"
+        return None
+
+
+class SupersedeService:
+    def __init__(self, session: AsyncSession, principal: Principal) -> None:
+        self.session = session
+        self.principal = principal
+        self.thoughts = ThoughtRepository(session)
+        self.audit = AuditRepository(session)
+
+    async def archive(self, thought_id: uuid.UUID) -> ThoughtRecord:
+        thought = await self.thoughts.get(thought_id, for_update=True)
+        if thought is None:
+            raise not_found(f"Thought {thought_id} not found")
+        if thought.status != ThoughtStatus.archived:  # idempotent: never re-stamped
+            await self._archive_rows([thought_id])
+            await self.audit.record(
+                self.principal.user_id, "memory_supersede", "archive", [thought_id], thought.project_id
+            )
+            thought = await self.thoughts.get(thought_id)
+            assert thought is not None
+        return thought
+
+    async def archive_batch(self, thought_ids: Sequence[uuid.UUID]) -> list[dict[str, Any]]:
+        unique = sorted(set(thought_ids))  # lock in a stable order
+        found = {thought_id: await self.thoughts.get(thought_id, for_update=True) for thought_id in unique}
+        to_archive = [tid for tid, t in found.items() if t is not None and t.status != ThoughtStatus.archived]
+        await self._archive_rows(to_archive)
+        if to_archive:
+            await self.audit.record(self.principal.user_id, "memory_supersede", "archive_batch", to_archive)
+        return [
+            {"thought_id": str(tid), "status": "archived"}
+            if found[tid] is not None
+            else {"thought_id": str(tid), "status": "failed", "error": f"Thought {tid} not found"}
+            for tid in thought_ids
+        ]
+
+    async def _archive_rows(self, thought_ids: Sequence[uuid.UUID]) -> None:
+        if thought_ids:
+            await self.session.execute(
+                update(Thought)
+                .where(Thought.id.in_(thought_ids))
+                .values(status=ThoughtStatus.archived, archived_at=func.now(), updated_at=func.now())
+            )
+
+    async def merge_plan(self, source_id: uuid.UUID, target_id: uuid.UUID, lock: bool = False) -> MergePlan:
+        source = await self.thoughts.get(source_id, for_update=lock)
+        target = await self.thoughts.get(target_id, for_update=lock)
+        plan = MergePlan(source_id, target_id, source, target)
+        if source is not None:
+            statement = (
+                select(*_EDGE_COLUMNS)
+                .where(or_(Edge.source_id == source_id, Edge.target_id == source_id))
+                .order_by(Edge.created_at, Edge.id)
+            )
+            plan.source_edges = [edge_record(row) for row in await self.session.execute(statement)]
+        return plan
+
+    async def merge(self, plan: MergePlan, values: dict[str, Any]) -> tuple[ThoughtRecord, int]:
+        """Transfer edges under the drop rules, update the target, archive the source, record `replaces`."""
+        if plan.source is None or plan.target is None:
+            missing = plan.source_id if plan.source is None else plan.target_id
+            raise not_found(f"Thought {missing} not found")
+        if plan.reason:
+            raise conflict(f"Merge refused: {plan.reason}")
+        source, target = plan.source, plan.target
+        edges = EdgeService(self.session, self.principal)
+        transferred = 0
+        for edge in plan.source_edges:
+            other = edge.target_id if edge.source_id == source.id else edge.source_id
+            await edges.lock_pair(target.id, other)
+            if await self._transfer(edge, other, source, target, edges):
+                transferred += 1
+        if values:
+            await self.thoughts.update_fields(target.id, values)
+        await self._archive_rows([source.id])
+        await self.session.execute(
+            insert(Edge).values(
+                id=new_id(),
+                project_id=target.project_id,
+                source_id=target.id,
+                target_id=source.id,
+                type=EdgeType.replaces,
+                created_by=self.principal.user_id,
+            )
+        )
+        await self.audit.record(
+            self.principal.user_id,
+            "memory_supersede",
+            "merge",
+            [source.id, target.id],
+            target.project_id,
+            {"edges_transferred": transferred},
+        )
+        merged = await self.thoughts.get(target.id)
+        assert merged is not None
+        return merged, transferred
+
+    async def _transfer(
+        self,
+        edge: EdgeRecord,
+        other: uuid.UUID,
+        source: ThoughtRecord,
+        target: ThoughtRecord,
+        edges: EdgeService,
+    ) -> bool:
+        """Move one source edge onto the target; False when a drop rule removes it instead."""
+        dropped = (
+            other == target.id  # would collapse into a self-loop
+            or (edge.type == EdgeType.cluster and edge.source_id == source.id and not target.is_cluster)
+        )
+        existing = None if dropped else await edges.pair_edge(target.id, other)
+        await self.session.execute(delete(Edge).where(Edge.id == edge.id))
+        if dropped:
+            return False
+        if existing is not None:
+            # The target owns an equal symmetric relation already; any other duplicate is dropped.
+            return existing.type == edge.type and edge.type in SYMMETRIC_EDGE_TYPES
+        new_source = target.id if edge.source_id == source.id else edge.source_id
+        new_target = target.id if edge.target_id == source.id else edge.target_id
+        await self.session.execute(
+            insert(Edge).values(
+                id=edge.id,
+                project_id=target.project_id,
+                source_id=new_source,
+                target_id=new_target,
+                type=edge.type,
+                created_by=self.principal.user_id,
+                created_at=edge.created_at,
+            )
+        )
+        return True

@@ -1,0 +1,476 @@
+"""Benchmark: bulk_create of 10 000 short thoughts end to end vs raw embedding of the same texts.
+
+    python -m bench.bulk_create            # what `make bench` runs
+    python -m bench.bulk_create --count 2000 --transport dispatch
+
+Raw embedding = FastEmbedEmbedder.embed_passages on the same texts, in this process, measured
+before and after the service runs (the mean is the reference). The service paths:
+
+- `http`: a real `synaptomind serve` subprocess (uvicorn), called with the official MCP client
+  over streamable HTTP with a bearer token — JSON-RPC, auth, validation, embedding, the INSERTs
+  and the answer, as a remote agent sees it;
+- `dispatch`: the same tool handler in this process through `app.mcp.registry.dispatch` (no
+  HTTP), with the embedding time measured inside, so the database + service share is exact.
+
+Each path stores the thoughts twice: in calls of `--batch` (1000) and in one call of `--count`
+(10 000), each time into a fresh project that is deleted (and vacuumed) afterwards, so every run
+starts from the same table. overhead = service time / raw embedding time − 1.
+
+Database: an embedded PostgreSQL in a temporary directory (deleted at the end), unless
+SYNAPTO_DATABASE_URL is set. The offline model (`make model`) is used everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from app.config import DEFAULT_CACHE_DIR, EmbeddingSettings
+from app.db import migrations
+from app.db.embedded import EmbeddedPostgres
+from app.db.engine import Database, build_engine
+from app.db.models import Role
+from app.db.records import Principal
+from app.embedding.embedder import FastEmbedEmbedder, Vector
+from app.embedding.profiles import OFFLINE_MINILM, ModelProfile, profile_for
+from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime, offline_model_dir
+from app.mcp.registry import dispatch
+from app.mcp.tools.catalog import ALL_SPECS
+from app.services.auth import AuthService
+from app.services.context import AppContext, Limits
+
+TARGET_OVERHEAD = 0.20
+CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+# ---------------------------------------------------------------- dataset
+
+SUBJECTS = (
+    "The auth service", "Our ingestion worker", "The billing API", "The search indexer", "The mobile client",
+    "The nightly ETL job", "The GraphQL gateway", "The payments webhook handler", "The CI pipeline",
+    "The notification service", "The feature-flag SDK", "The admin dashboard", "The export job",
+    "The rate limiter", "The session store", "The image resizer", "The audit logger", "The scheduler",
+    "The Kafka consumer group", "The embedding backfill", "The reverse proxy", "The data warehouse loader",
+    "The onboarding flow", "The tenant provisioning script", "The metrics exporter", "The staging cluster",
+)
+ACTIONS = (
+    "caches {thing} for {n} minutes {reason}",
+    "retries {thing} with exponential backoff up to {n} times {reason}",
+    "must validate {thing} before writing to {store} {reason}",
+    "reads {thing} from {store} instead of the primary {reason}",
+    "batches {thing} in groups of {n} {reason}",
+    "drops {thing} older than {n} days {reason}",
+    "was migrated from {store} to {store2} {reason}",
+    "times out after {n} seconds when {store} is slow, so we added a circuit breaker",
+    "leaks {thing} under load; a fix is pending in PR #{n}",
+    "should never log {thing}; we mask them at the formatter {reason}",
+    "depends on {thing} being present in {store} at startup",
+    "emits one event per {thing} into {store} {reason}",
+    "locks {thing} with a PostgreSQL advisory lock {reason}",
+    "shards {thing} by tenant id across {n} partitions {reason}",
+    "keeps {thing} in memory, which costs about {n} MB per replica",
+)
+THINGS = (
+    "JWT signing keys", "tenant quotas", "feature flags", "invoice PDFs", "user avatars", "idempotency keys",
+    "webhook payloads", "search synonyms", "OAuth refresh tokens", "price tables", "audit events",
+    "session cookies", "embedding vectors", "CSV exports", "schema migrations", "retry budgets",
+    "connection strings", "cron schedules", "Slack alerts", "geo-IP lookups", "currency rates",
+    "password reset links", "build artifacts", "customer notes", "SLA timers", "API rate counters",
+)
+STORES = (
+    "PostgreSQL", "Redis", "S3", "Kafka", "Elasticsearch", "SQLite", "BigQuery", "DynamoDB", "RabbitMQ",
+    "the local disk", "Memcached", "ClickHouse",
+)
+REASONS = (
+    "to cut p99 latency", "because the upstream rate-limits us", "after the incident of {date}",
+    "(see ADR-{n2})", "per the security review", "to stay under the free tier", "since release {major}.{minor}",
+    "until the vendor fixes their API", "as agreed with the data team", "for GDPR deletion requests",
+)
+TAGS = ("architecture", "decision", "bug", "ops", "security", "performance", "todo", "data", "api", "infra")
+
+
+def generate_thoughts(count: int, seed: int = 20261130) -> list[dict[str, Any]]:
+    """`count` distinct, realistic short thoughts (60–200 characters), the same ones on every run."""
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    thoughts: list[dict[str, Any]] = []
+    while len(thoughts) < count:
+        store, store2 = rng.sample(STORES, 2)
+        reason = rng.choice(REASONS).format(
+            date=f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+            n2=rng.randint(1, 400),
+            major=rng.randint(1, 9),
+            minor=rng.randint(0, 30),
+        )
+        action = rng.choice(ACTIONS).format(
+            thing=rng.choice(THINGS), n=rng.randint(2, 500), store=store, store2=store2, reason=reason
+        )
+        content = f"{rng.choice(SUBJECTS)} {action}."
+        if content in seen:
+            continue
+        seen.add(content)
+        tags = rng.sample(TAGS, rng.randint(0, 3))
+        thoughts.append({"content": content, "tags": tags} if tags else {"content": content})
+    return thoughts
+
+
+# ---------------------------------------------------------------- measurement
+
+
+class TimedEmbedder:
+    """Delegates to the real embedder and adds up the time spent embedding (dispatch path only)."""
+
+    def __init__(self, inner: FastEmbedEmbedder) -> None:
+        self.inner = inner
+        self.profile: ModelProfile = inner.profile
+        self.seconds = 0.0
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[Vector]:
+        started = time.perf_counter()
+        try:
+            return await self.inner.embed_passages(texts)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    async def embed_query(self, text_: str) -> Vector:
+        return await self.inner.embed_query(text_)
+
+
+@dataclass
+class Run:
+    transport: str
+    batch: int
+    count: int
+    seconds: float
+    embed_seconds: float | None = None  # measured inside the service (dispatch only)
+    call_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+
+def load_embedder(cache_dir: Path, batch_size: int) -> FastEmbedEmbedder:
+    profile = profile_for(OFFLINE_MINILM)
+    return FastEmbedEmbedder.load(profile, offline_model_dir(cache_dir), cache_dir, None, batch_size)
+
+
+async def raw_embedding(embedder: FastEmbedEmbedder, texts: list[str]) -> float:
+    """Seconds to embed every text through the same wrapper the service uses."""
+    started = time.perf_counter()
+    vectors = await embedder.embed_passages(texts)
+    elapsed = time.perf_counter() - started
+    assert len(vectors) == len(texts)
+    return elapsed
+
+
+async def store_all(call: CallTool, thoughts: list[dict[str, Any]], batch: int, cwd: str) -> list[float]:
+    """bulk_create in calls of `batch`; returns each call's seconds. Refuses to count a partial write."""
+    durations = []
+    for start in range(0, len(thoughts), batch):
+        chunk = thoughts[start : start + batch]
+        started = time.perf_counter()
+        result = await call("memory_store", {"action": "bulk_create", "thoughts": chunk, "cwd": cwd})
+        durations.append(time.perf_counter() - started)
+        counts = result["meta"]["counts"]
+        if counts.get("created") != len(chunk) or counts.get("failed") != 0:
+            raise SystemExit(f"bulk_create stored {counts} of {len(chunk)} thoughts; the run is invalid")
+    return durations
+
+
+class Bench:
+    def __init__(self, url: str, thoughts: list[dict[str, Any]]) -> None:
+        self.url = url
+        self.thoughts = thoughts
+        self.engine = create_async_engine(url, poolclass=NullPool)
+
+    async def principal(self) -> tuple[str, Principal]:
+        db = Database(build_engine(self.url, pool_size=1))
+        try:
+            async with db.unit_of_work() as session:
+                return await AuthService(session).create_token(f"bench-{uuid.uuid4().hex[:8]}", Role.writer)
+        finally:
+            await db.dispose()
+
+    async def run(self, transport: str, call: CallTool, batch: int) -> Run:
+        """One measured pass into a fresh project, then the project and its rows are removed."""
+        cwd = f"/bench/{transport}/{batch}/{uuid.uuid4().hex[:8]}"
+        await call("memory_manage", {"action": "create", "name": cwd, "local_path": cwd})
+        durations = await store_all(call, self.thoughts, batch, cwd)
+        await self.verify_and_drop(cwd)
+        return Run(transport, batch, len(self.thoughts), sum(durations), call_seconds=durations)
+
+    async def verify_and_drop(self, cwd: str) -> None:
+        async with self.engine.begin() as connection:
+            project = (
+                await connection.execute(text("SELECT id FROM project WHERE local_path = :p"), {"p": cwd})
+            ).scalar_one()
+            embedded = (
+                await connection.execute(
+                    text("SELECT count(*) FROM thought WHERE project_id = :p AND embedding_model = :m"),
+                    {"p": project, "m": OFFLINE_MINILM},
+                )
+            ).scalar_one()
+            if embedded != len(self.thoughts):
+                raise SystemExit(f"{embedded} of {len(self.thoughts)} thoughts carry a vector; the run is invalid")
+            await connection.execute(text("DELETE FROM thought WHERE project_id = :p"), {"p": project})
+            await connection.execute(text("DELETE FROM project WHERE id = :p"), {"p": project})
+        async with self.engine.connect() as connection:
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            await connection.execute(text("VACUUM (ANALYZE) thought"))
+
+    async def drop_user(self, name: str) -> None:
+        async with self.engine.begin() as connection:
+            await connection.execute(text("DELETE FROM app_user WHERE name = :n"), {"n": name})
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def _payload(result: Any) -> dict[str, Any]:
+    if result.is_error:
+        detail = "".join(getattr(block, "text", "") for block in result.content)
+        raise SystemExit(f"tool call failed: {detail[:500]}")
+    payload: dict[str, Any] = result.structured_content["result"]
+    return payload
+
+
+# ---------------------------------------------------------------- transports
+
+
+@asynccontextmanager
+async def dispatch_transport(
+    url: str, principal: Principal, embedder: FastEmbedEmbedder
+) -> AsyncIterator[tuple[CallTool, TimedEmbedder]]:
+    timed = TimedEmbedder(embedder)
+    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=DEFAULT_CACHE_DIR))
+    runtime.use(timed)
+    db = Database(build_engine(url))
+    context = AppContext(db, runtime, Limits())
+    specs = {spec.name: spec for spec in ALL_SPECS}
+
+    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return _payload(await dispatch(specs[tool], arguments, context, principal))
+
+    try:
+        yield call, timed
+    finally:
+        await db.dispose()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                embedder = json.load(response)["checks"]["embedder"]
+                if embedder["state"] == "ready":
+                    return
+                if embedder["state"] in ("fallback", "unavailable"):
+                    raise SystemExit(f"server embedder {embedder}")
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit("the server did not become ready")
+
+
+@asynccontextmanager
+async def http_transport(url: str, token: str, cache_dir: Path, work_dir: Path) -> AsyncIterator[CallTool]:
+    """`synaptomind serve` in a subprocess, called with the MCP SDK client and a bearer token."""
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    port = _free_port()
+    env = {
+        **os.environ,
+        "SYNAPTO_DATABASE_URL": url,
+        "SYNAPTO_DATA_DIR": str(work_dir / "data"),
+        "SYNAPTO_EMBEDDING__MODEL": OFFLINE_MINILM,
+        "SYNAPTO_EMBEDDING__CACHE_DIR": str(cache_dir),
+        "SYNAPTO_LOG_LEVEL": "WARNING",
+    }
+    log = (work_dir / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await asyncio.to_thread(_wait_ready, base, server)
+        timeout = httpx2.Timeout(30, read=900)
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+        ):
+
+            async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+                return _payload(await client.call_tool(tool, arguments))
+
+            yield call
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+# ---------------------------------------------------------------- main
+
+
+def machine() -> str:
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        memory = float("nan")
+    return (
+        f"{os.cpu_count()} cores, {memory:.0f} GiB RAM, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}"
+    )
+
+
+async def server_version(url: str) -> str:
+    engine = create_async_engine(url, poolclass=NullPool)
+    try:
+        async with engine.connect() as connection:
+            pg = (await connection.execute(text("SHOW server_version"))).scalar_one()
+            vector = (
+                await connection.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
+            ).scalar_one()
+        return f"PostgreSQL {pg} + pgvector {vector}"
+    finally:
+        await engine.dispose()
+
+
+def report(raw_seconds: list[float], runs: list[Run], count: int) -> dict[str, Any]:
+    raw = statistics.mean(raw_seconds)
+    print(f"\nraw embedding: {count / raw:8.1f} thoughts/s  ({', '.join(f'{s:.2f}s' for s in raw_seconds)})")
+    print(f"{'path':<10}{'calls':>14}{'seconds':>10}{'thoughts/s':>12}{'overhead':>10}{'in-service':>12}")
+    rows = []
+    for run in runs:
+        overhead = run.seconds / raw - 1
+        calls = f"{count // run.batch} × {run.batch}"
+        inside = ""
+        if run.embed_seconds is not None:
+            inside = f"{(run.seconds - run.embed_seconds) / run.seconds:.1%}"
+        flag = "" if overhead <= TARGET_OVERHEAD else "  over target"
+        print(
+            f"{run.transport:<10}{calls:>14}{run.seconds:>10.2f}{run.rate:>12.1f}{overhead:>10.1%}{inside:>12}{flag}"
+        )
+        rows.append(
+            {
+                "transport": run.transport,
+                "batch": run.batch,
+                "seconds": round(run.seconds, 3),
+                "thoughts_per_second": round(run.rate, 1),
+                "overhead": round(overhead, 4),
+                "embed_seconds_in_service": None if run.embed_seconds is None else round(run.embed_seconds, 3),
+                "slowest_call_seconds": round(max(run.call_seconds), 3),
+            }
+        )
+    print("in-service = share of the dispatch time not spent embedding (database, validation, shaping, JSON)")
+    return {"raw_seconds": [round(s, 3) for s in raw_seconds], "raw_thoughts_per_second": count / raw, "runs": rows}
+
+
+async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict[str, Any]:
+    thoughts = generate_thoughts(args.count)
+    texts = [thought["content"] for thought in thoughts]
+    lengths = [len(content) for content in texts]
+    print(
+        f"{len(texts)} distinct thoughts, {min(lengths)}–{max(lengths)} characters "
+        f"(mean {statistics.mean(lengths):.0f}), {sum(1 for t in thoughts if 'tags' in t)} tagged"
+    )
+    print(f"machine: {machine()}; database: {await server_version(url)}")
+    embedder = load_embedder(args.cache_dir, EmbeddingSettings().batch_size)
+    await embedder.embed_passages(texts[:256])  # warm-up
+    bench = Bench(url, thoughts)
+    token, principal = await bench.principal()
+    raw_seconds = [await raw_embedding(embedder, texts)]
+    print(f"raw embedding pass 1: {raw_seconds[0]:.2f}s")
+    runs: list[Run] = []
+    batches = [args.batch, args.count]
+    try:
+        if args.transport in ("dispatch", "both"):
+            async with dispatch_transport(url, principal, embedder) as (call, timed):
+                await store_all(call, generate_thoughts(64, seed=1), 64, "/bench/warm-up")
+                for batch in batches:
+                    timed.seconds = 0.0
+                    run = await bench.run("dispatch", call, batch)
+                    run.embed_seconds = timed.seconds
+                    runs.append(run)
+                    print(f"dispatch {batch}: {run.seconds:.2f}s (embedding {timed.seconds:.2f}s)")
+        if args.transport in ("http", "both"):
+            async with http_transport(url, token, args.cache_dir, work_dir) as call:
+                await store_all(call, generate_thoughts(64, seed=1), 64, "/bench/warm-up")
+                for batch in batches:
+                    run = await bench.run("http", call, batch)
+                    runs.append(run)
+                    print(f"http {batch}: {run.seconds:.2f}s")
+        raw_seconds.append(await raw_embedding(embedder, texts))
+        print(f"raw embedding pass 2: {raw_seconds[1]:.2f}s")
+    finally:
+        await bench.drop_user(principal.name)
+        await bench.close()
+    return report(raw_seconds, runs, args.count)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--transport", choices=("http", "dispatch", "both"), default="both")
+    parser.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", DEFAULT_CACHE_DIR)))
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="synapto-bench-") as tmp:
+        work_dir = Path(tmp)
+        embedded = None
+        url = os.environ.get("SYNAPTO_DATABASE_URL")
+        if not url:
+            embedded = EmbeddedPostgres(work_dir / "pg", delete_on_stop=True)
+            url = embedded.start()
+        try:
+            migrations.upgrade(url)
+            results = asyncio.run(main_async(args, url, work_dir))
+        finally:
+            if embedded is not None:
+                embedded.stop()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,467 @@
+"""End to end over streamable HTTP: the real app under uvicorn, the official MCP client, bearer tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import uvicorn
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
+from sqlalchemy import text
+
+from app.config import Settings
+from app.db.engine import Database
+from app.db.models import Role
+from app.embedding.profiles import OFFLINE_MINILM
+from app.main import build_context, create_http_app
+from app.services.auth import AuthService
+from app.services.context import AppContext
+from tests.conftest import MODEL_CACHE
+from tests.helpers import snapshot
+
+TOOL_NAMES = [
+    "memory_recall",
+    "memory_store",
+    "memory_supersede",
+    "memory_status",
+    "memory_manage",
+    "edge_review",
+    "retention_review",
+    "memory_crystallize",
+    "memory_reflect",
+    "memory_primers",
+    "memory_guide",
+]
+FULL_THOUGHT_KEYS = {
+    "id",
+    "content",
+    "status",
+    "tags",
+    "project",
+    "project_id",
+    "importance",
+    "is_protected",
+    "is_global",
+    "is_cluster",
+    "surface_after",
+    "archived_at",
+    "created_by",
+    "created_at",
+    "updated_at",
+}
+NO_CWD = "no cwd — the answer spans every project"
+
+
+class QuietServer(uvicorn.Server):
+    """A uvicorn server that leaves the test runner's signal handlers alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    base_url: str
+    admin_token: str
+    database: Database
+    context: AppContext  # the server's context, on the test's own engine: for `snapshot`
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+    async def token_for(self, name: str, role: Role) -> str:
+        async with self.database.unit_of_work() as session:
+            token, _ = await AuthService(session).create_token(name, role, "e2e")
+        return token
+
+    async def count(self, table: str) -> int:
+        async with self.database.unit_of_work() as session:
+            return int((await session.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one())
+
+
+@asynccontextmanager
+async def run_server(database_url: str, database: Database, data_dir: Path) -> AsyncIterator[RunningServer]:
+    """`serve` in-process: the app of `create_http_app` under uvicorn on a free loopback port."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    settings = Settings(
+        database_url=database_url,
+        embedding={"model": OFFLINE_MINILM, "cache_dir": MODEL_CACHE},
+        data_dir=data_dir,
+        port=port,
+        pool_size=2,
+    )
+    context = build_context(settings, database_url)
+    app = create_http_app(settings, context)
+    uvicorn_server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(uvicorn_server.serve(sockets=[listener]))
+    try:
+        async with asyncio.timeout(30):
+            while not uvicorn_server.started:
+                if task.done():
+                    task.result()
+                    raise RuntimeError("uvicorn stopped before it started")
+                await asyncio.sleep(0.02)
+        assert await context.embedding.wait_ready(30), context.embedding.note
+        token_file = data_dir / "admin.token"
+        token = token_file.read_text().strip() if token_file.exists() else ""
+        view = dataclasses.replace(context, db=database)
+        yield RunningServer(f"http://127.0.0.1:{port}", token, database, view)
+    finally:
+        uvicorn_server.should_exit = True
+        try:
+            await asyncio.wait_for(task, 15)
+        except TimeoutError:
+            uvicorn_server.force_exit = True
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        listener.close()
+
+
+@pytest.fixture
+async def server(database_url: str, clean_database: Database, tmp_path: Path) -> AsyncIterator[RunningServer]:
+    async with run_server(database_url, clean_database, tmp_path) as running:
+        yield running
+
+
+@asynccontextmanager
+async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def payload(result: CallToolResult) -> Any:
+    """The envelope of a successful call; content[].text mirrors structuredContent.result."""
+    texts = "".join(getattr(block, "text", "") for block in result.content)
+    assert not result.is_error, texts
+    assert result.structured_content is not None
+    assert json.loads(texts) == result.structured_content["result"]
+    return result.structured_content["result"]
+
+
+# ---------------------------------------------------------------- tools/list
+
+
+async def test_tools_list_advertises_the_eleven_tools(server: RunningServer) -> None:
+    async with mcp_session(server.mcp_url, server.admin_token) as session:
+        listing = await session.list_tools()
+    assert [tool.name for tool in listing.tools] == TOOL_NAMES
+    for tool in listing.tools:
+        schema = tool.input_schema
+        assert schema["type"] == "object"
+        if tool.name == "memory_guide":
+            assert "action" not in schema.get("properties", {})
+        else:
+            action = schema["properties"]["action"]
+            assert action["type"] == "string" and action["enum"], tool.name
+            assert schema["required"] == ["action"]
+        assert tool.output_schema is not None
+        assert tool.output_schema["required"] == ["result"]
+        assert "result" in tool.output_schema["properties"]
+        assert tool.annotations is not None, tool.name
+        assert tool.annotations.read_only_hint is not None, tool.name
+        assert tool.annotations.destructive_hint is not None, tool.name
+        assert tool.description, tool.name
+    manage = next(tool for tool in listing.tools if tool.name == "memory_manage")
+    assert manage.input_schema["properties"]["action"]["enum"] == [
+        "list",
+        "create",
+        "update",
+        "delete",
+        "resolve",
+    ]
+    assert manage.input_schema["properties"]["fields"]["description"] == "only these project fields"
+    listed = json.dumps(listing.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False)
+    assert len(listed) < 24_000, len(listed)
+
+
+# ---------------------------------------------------------------- writes and reads through the client
+
+
+async def test_project_and_thoughts_round_trip(server: RunningServer) -> None:
+    async with mcp_session(server.mcp_url, server.admin_token) as session:
+        created = payload(
+            await session.call_tool(
+                "memory_manage",
+                {"action": "create", "name": "E2E", "local_path": "/srv/e2e/", "description": "d"},
+            )
+        )
+        project = created["item"]
+        assert set(project) == {"id", "name", "local_path", "description", "is_default", "created_at"}
+        assert (project["name"], project["local_path"], project["description"], project["is_default"]) == (
+            "E2E",
+            "/srv/e2e",
+            "d",
+            False,
+        )
+        assert created["meta"] == {
+            "action": "create",
+            "scope": None,
+            "counts": {"total": 1, "returned": 1, "filtered_out": 0},
+            "degraded": False,
+            "warnings": [],
+        }
+        scope = {"project": project["id"], "project_name": "E2E", "global": False}
+
+        one = payload(
+            await session.call_tool(
+                "memory_store",
+                {
+                    "action": "create",
+                    "content": "E2E marker: the first thought",
+                    "tags": ["e2e"],
+                    "cwd": "/srv/e2e/src",
+                },
+            )
+        )
+        thought = one["item"]
+        assert set(thought) == FULL_THOUGHT_KEYS
+        admin_id = await _user_id(server.database, "admin")
+        assert {
+            key: thought[key] for key in ("content", "status", "tags", "project", "project_id", "created_by")
+        } == {
+            "content": "E2E marker: the first thought",
+            "status": "active",
+            "tags": ["e2e"],
+            "project": "E2E",
+            "project_id": project["id"],
+            "created_by": admin_id,
+        }
+        assert (thought["is_protected"], thought["is_global"], thought["is_cluster"]) == (False, False, False)
+        assert one["meta"] == {
+            "action": "create",
+            "scope": scope,
+            "counts": {"total": 1, "returned": 1, "filtered_out": 0},
+            "degraded": False,
+            "warnings": [],
+        }
+
+        bulk = payload(
+            await session.call_tool(
+                "memory_store",
+                {
+                    "action": "bulk_create",
+                    "cwd": "/srv/e2e",
+                    "thoughts": [
+                        {"content": "E2E bulk one", "tags": ["bulk"]},
+                        {"content": ""},
+                        {"content": "E2E bulk two", "status": "draft"},
+                    ],
+                },
+            )
+        )
+        rows = bulk["items"]
+        assert [(row["index"], row["status"]) for row in rows] == [
+            (0, "created"),
+            (1, "failed"),
+            (2, "created"),
+        ]
+        assert rows[0]["thought"] == {
+            "id": rows[0]["thought"]["id"],
+            "content": "E2E bulk one",
+            "status": "active",
+            "tags": ["bulk"],
+            "project": "E2E",
+        }
+        assert rows[2]["thought"]["status"] == "draft"
+        assert set(rows[1]) == {"index", "status", "error"} and "thoughts[1].content" in rows[1]["error"]
+        assert bulk["meta"] == {
+            "action": "bulk_create",
+            "scope": scope,
+            "counts": {"created": 2, "failed": 1, "total": 3, "returned": 3, "filtered_out": 0},
+            "degraded": False,
+            "warnings": [],
+        }
+
+        got = payload(
+            await session.call_tool("memory_recall", {"action": "get", "thought_id": thought["id"]})
+        )
+        assert got == {
+            "item": {
+                "id": thought["id"],
+                "content": "E2E marker: the first thought",
+                "status": "active",
+                "tags": ["e2e"],
+                "project": "E2E",
+            },
+            "meta": {
+                "action": "get",
+                "scope": None,
+                "counts": {"total": 1, "returned": 1, "filtered_out": 0},
+                "degraded": False,
+                "warnings": [],
+            },
+        }
+
+        listed = payload(await session.call_tool("memory_recall", {"action": "list", "limit": 2}))
+        assert len(listed["items"]) == 2
+        assert all(set(item) == {"id", "content", "status", "tags", "project"} for item in listed["items"])
+        assert listed["meta"] == {
+            "action": "list",
+            "scope": None,
+            "counts": {"limit": 2, "offset": 0, "total": 3, "returned": 2, "filtered_out": 1},
+            "degraded": False,
+            "warnings": [NO_CWD],
+        }
+        scoped = payload(await session.call_tool("memory_recall", {"action": "list", "cwd": "/srv/e2e"}))
+        assert sorted(item["content"] for item in scoped["items"]) == [
+            "E2E bulk one",
+            "E2E bulk two",
+            "E2E marker: the first thought",
+        ]
+        assert scoped["meta"]["scope"] == scope and scoped["meta"]["warnings"] == []
+    assert await server.count("thought") == 3
+
+
+async def _user_id(database: Database, name: str) -> str:
+    async with database.unit_of_work() as session:
+        value = (
+            await session.execute(text("SELECT id FROM app_user WHERE name = :n"), {"n": name})
+        ).scalar_one()
+    return str(value)
+
+
+# ---------------------------------------------------------------- roles
+
+
+async def test_reader_cannot_create_and_nothing_is_written(server: RunningServer) -> None:
+    reader = await server.token_for("rita", Role.reader)
+    async with mcp_session(server.mcp_url, reader) as session:
+        listed = payload(await session.call_tool("memory_manage", {"action": "list"}))
+        before = await snapshot(server.context)
+        refused = await session.call_tool("memory_store", {"action": "create", "content": "not allowed"})
+        refused_bulk = await session.call_tool(
+            "memory_store", {"action": "bulk_create", "thoughts": [{"content": "not allowed either"}]}
+        )
+    assert await snapshot(server.context) == before
+    assert before["thought"] == 0
+    assert [project["name"] for project in listed["items"]] == ["default"]
+    for answer, action in ((refused, "create"), (refused_bulk, "bulk_create")):
+        assert answer.is_error is True
+        message = f"Forbidden: memory_store action={action} needs the writer role; user 'rita' is a reader"
+        assert [getattr(block, "text", None) for block in answer.content] == [message]
+        assert answer.structured_content == {
+            "result": {"error": {"message": message, "statusCode": 403, "retryable": False}}
+        }
+
+
+# ---------------------------------------------------------------- plain HTTP: auth, health, host check
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def test_missing_bad_and_revoked_tokens_get_401(server: RunningServer) -> None:
+    revoked = await server.token_for("gone", Role.writer)
+    async with httpx2.AsyncClient(base_url=server.base_url, timeout=10) as http:
+        before = await http.get("/api/health-check", headers={"Authorization": f"Bearer {revoked}"})
+        assert before.status_code == 200, before.text
+        async with server.database.unit_of_work() as session:
+            auth = AuthService(session)
+            [row] = [row for row in await auth.list_tokens() if row.user_name == "gone"]
+            await auth.revoke(str(row.id))
+        cases: dict[str, dict[str, str]] = {
+            "none": {},
+            "bad": {"Authorization": "Bearer smt_not-a-real-token"},
+            "empty": {"Authorization": "Bearer"},
+            "not bearer": {"Authorization": f"Basic {server.admin_token}"},
+            "revoked": {"Authorization": f"Bearer {revoked}"},
+        }
+        for name, headers in cases.items():
+            answer = await http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+            assert answer.status_code == 401, (name, answer.text)
+            assert answer.headers["www-authenticate"] == 'Bearer realm="synaptomind"'
+            assert answer.json() == {
+                "error": "Unauthorized: send 'Authorization: Bearer <token>' "
+                "(create one with `synaptomind token create`)"
+            }
+            check = await http.get("/api/health-check", headers=headers)
+            assert check.status_code == 401, (name, check.text)
+        allowed = await http.get(
+            "/api/health-check", headers={"Authorization": f"Bearer {server.admin_token}"}
+        )
+    assert allowed.status_code == 200
+    assert allowed.json()["user"] == {"name": "admin", "role": "admin"}
+    assert await server.count("thought") == 0
+
+
+async def test_health_needs_no_token(server: RunningServer) -> None:
+    async with httpx2.AsyncClient(base_url=server.base_url, timeout=10) as http:
+        answer = await http.get("/health")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert set(body) == {"status", "checks"}
+    assert body["status"] == "ok"
+    assert set(body["checks"]) == {"database", "embedder"}
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["embedder"]["state"] == "ready"
+    assert body["checks"]["embedder"]["active_model"] == OFFLINE_MINILM
+
+
+async def test_unknown_host_header_is_refused_with_421(server: RunningServer) -> None:
+    auth = {"Authorization": f"Bearer {server.admin_token}"}
+    async with httpx2.AsyncClient(base_url=server.base_url, timeout=10) as http:
+        evil = await http.post(
+            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **auth, "Host": "evil.example:80"}
+        )
+        good = await http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **auth})
+    assert evil.status_code == 421, evil.text
+    assert good.status_code == 200, good.text
+    assert good.json()["result"]["serverInfo"]["name"] == "synaptomind"
+
+
+async def test_first_start_bootstraps_an_admin_token_file(server: RunningServer, tmp_path: Path) -> None:
+    token_file = tmp_path / "admin.token"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert server.admin_token.startswith("smt_")
+    async with server.database.unit_of_work() as session:
+        rows = (await session.execute(text("SELECT name, role::text FROM app_user"))).all()
+        principal = await AuthService(session).verify(server.admin_token)
+    assert [tuple(row) for row in rows] == [("admin", "admin")]
+    assert principal is not None and (principal.name, principal.role) == ("admin", Role.admin)
+
+
+async def test_no_bootstrap_admin_when_a_user_exists(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    async with clean_database.unit_of_work() as session:
+        token, _ = await AuthService(session).create_token("ops", Role.admin, "pre-existing")
+    async with run_server(database_url, clean_database, tmp_path) as running:
+        assert not (tmp_path / "admin.token").exists()
+        async with mcp_session(running.mcp_url, token) as session:
+            listing = await session.list_tools()
+    assert len(listing.tools) == 11
+    async with clean_database.unit_of_work() as session:
+        names = (await session.execute(text("SELECT name FROM app_user"))).scalars().all()
+    assert names == ["ops"]

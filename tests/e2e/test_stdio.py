@@ -1,0 +1,115 @@
+"""End to end over stdio: `synaptomind stdio` as a subprocess, driven by the official MCP client."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import CallToolResult
+from sqlalchemy import text
+
+from app.db.engine import Database
+from app.embedding.profiles import OFFLINE_MINILM
+from tests.conftest import MODEL_CACHE
+
+TOOL_NAMES = [
+    "memory_recall",
+    "memory_store",
+    "memory_supersede",
+    "memory_status",
+    "memory_manage",
+    "edge_review",
+    "retention_review",
+    "memory_crystallize",
+    "memory_reflect",
+    "memory_primers",
+    "memory_guide",
+]
+
+
+def payload(result: CallToolResult) -> Any:
+    texts = "".join(getattr(block, "text", "") for block in result.content)
+    assert not result.is_error, texts
+    assert result.structured_content is not None
+    assert json.loads(texts) == result.structured_content["result"]
+    return result.structured_content["result"]
+
+
+async def test_stdio_lists_tools_and_round_trips_a_thought(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "app", "stdio"],
+        env={
+            "SYNAPTO_DATABASE_URL": database_url,
+            "SYNAPTO_DATA_DIR": str(tmp_path),
+            "SYNAPTO_EMBEDDING__MODEL": OFFLINE_MINILM,
+            "SYNAPTO_EMBEDDING__CACHE_DIR": str(MODEL_CACHE),
+            "SYNAPTO_LOG_LEVEL": "WARNING",
+        },
+        cwd=tmp_path,
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        initialized = await session.initialize()
+        assert initialized.server_info.name == "synaptomind"
+        listing = await session.list_tools()
+        assert [tool.name for tool in listing.tools] == TOOL_NAMES
+
+        created = payload(
+            await session.call_tool(
+                "memory_store", {"action": "create", "content": "stdio marker thought", "tags": ["stdio"]}
+            )
+        )
+        thought = created["item"]
+        assert created["meta"] == {
+            "action": "create",
+            "scope": None,
+            "counts": {"total": 1, "returned": 1, "filtered_out": 0},
+            "degraded": False,
+            "warnings": [],
+        }
+        got = payload(
+            await session.call_tool(
+                "memory_recall", {"action": "get", "thought_id": thought["id"], "compact": False}
+            )
+        )
+
+    async with clean_database.unit_of_work() as session_db:
+        local = (
+            await session_db.execute(text("SELECT id, role::text FROM app_user WHERE name = 'local'"))
+        ).one()
+        default_id = (await session_db.execute(text("SELECT id FROM project WHERE is_default"))).scalar_one()
+    assert local.role == "admin"
+    expected = {
+        "id": thought["id"],
+        "content": "stdio marker thought",
+        "status": "active",
+        "tags": ["stdio"],
+        "project": "default",
+        "project_id": str(default_id),
+        "importance": 1.0,
+        "is_protected": False,
+        "is_global": False,
+        "is_cluster": False,
+        "surface_after": None,
+        "archived_at": None,
+        "created_by": str(local.id),
+        "created_at": thought["created_at"],
+        "updated_at": thought["updated_at"],
+    }
+    assert thought == expected
+    assert got == {
+        "item": expected,
+        "meta": {
+            "action": "get",
+            "scope": None,
+            "counts": {"total": 1, "returned": 1, "filtered_out": 0},
+            "degraded": False,
+            "warnings": [],
+        },
+    }

@@ -1,0 +1,241 @@
+"""Embeddings with the real offline model: stored vectors, pending writes, backfill, fallback, sanity."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select, text, update
+
+from app.db.engine import Database
+from app.db.models import Role, Thought
+from app.embedding.backfill import BACKFILL_LOCK_KEY, backfill_all, backfill_once
+from app.embedding.profiles import E5_SMALL, OFFLINE_DIR_NAME, OFFLINE_MINILM
+from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.services.auth import AuthService
+from app.services.context import AppContext, Limits
+from tests.conftest import MODEL_CACHE
+from tests.helpers import ToolCaller
+
+CONTENTS = [
+    "PostgreSQL advisory locks keep the backfill job single-writer across replicas",
+    "The HNSW index uses cosine distance over 384-dimensional vectors",
+    "Preview tokens expire after five minutes and are single-use",
+]
+
+
+async def _rows(db: Database) -> dict[str, tuple[Any, str | None]]:
+    """content → (vector as a numpy array or None, embedding_model)."""
+    async with db.unit_of_work() as session:
+        rows = await session.execute(select(Thought.content, Thought.embedding, Thought.embedding_model))
+        return {row.content: (row.embedding, row.embedding_model) for row in rows}
+
+
+async def _caller(context: AppContext) -> ToolCaller:
+    async with context.db.unit_of_work() as session:
+        principal = await AuthService(session).ensure_user("writer", Role.writer)
+    return ToolCaller(context, principal)
+
+
+def _cosine(a: Any, b: Any) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture
+async def unloaded(clean_database: Database, limits: Limits) -> AppContext:
+    """A service whose embedder never loaded (state `loading`): writes must not wait for it."""
+    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
+    assert runtime.state == "loading" and runtime.embedder is None
+    return AppContext(clean_database, runtime, limits)
+
+
+# ---------------------------------------------------------------- stored vectors
+
+
+async def test_create_stores_a_vector_of_the_active_model(
+    writer: ToolCaller, embedding_runtime: EmbeddingRuntime
+) -> None:
+    answer = await writer.ok("memory_store", {"action": "create", "content": CONTENTS[0]})
+    assert answer.item["content"] == CONTENTS[0]
+    vector, model = (await _rows(writer.context.db))[CONTENTS[0]]
+    assert model == OFFLINE_MINILM
+    assert vector is not None and len(vector) == 384
+    expected = await embedding_runtime.embed_passages([CONTENTS[0]])
+    assert expected is not None
+    assert _cosine(vector, expected[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_bulk_create_stores_one_vector_per_row(writer: ToolCaller) -> None:
+    answer = await writer.ok(
+        "memory_store", {"action": "bulk_create", "thoughts": [{"content": content} for content in CONTENTS]}
+    )
+    assert answer.meta["counts"]["created"] == 3
+    rows = await _rows(writer.context.db)
+    assert {content: model for content, (_, model) in rows.items()} == dict.fromkeys(CONTENTS, OFFLINE_MINILM)
+    vectors = [rows[content][0] for content in CONTENTS]
+    assert _cosine(vectors[0], vectors[1]) < 0.99  # each row got its own text's vector, not a copy
+
+
+# ---------------------------------------------------------------- pending vectors and the backfill
+
+
+async def test_writes_without_an_embedder_stay_pending_then_backfill_fills_them(
+    unloaded: AppContext, embedding_runtime: EmbeddingRuntime
+) -> None:
+    writer = await _caller(unloaded)
+    created = await writer.ok("memory_store", {"action": "create", "content": CONTENTS[0]})
+    assert created.item["content"] == CONTENTS[0]
+    bulk = await writer.ok(
+        "memory_store",
+        {"action": "bulk_create", "thoughts": [{"content": content} for content in CONTENTS[1:]]},
+    )
+    assert [item["status"] for item in bulk.items] == ["created", "created"]
+    assert (await _rows(unloaded.db)) == dict.fromkeys(CONTENTS, (None, None))
+
+    # An absent embedder makes the backfill a no-op, not an error.
+    assert await backfill_all(unloaded.db, unloaded.embedding) == 0
+
+    assert await backfill_all(unloaded.db, embedding_runtime, batch_size=2) == 3
+    rows = await _rows(unloaded.db)
+    expected = await embedding_runtime.embed_passages(CONTENTS)
+    assert expected is not None
+    for content, vector in zip(CONTENTS, expected, strict=True):
+        stored, model = rows[content]
+        assert model == OFFLINE_MINILM
+        assert _cosine(stored, vector) == pytest.approx(1.0, abs=1e-5)
+    assert await backfill_all(unloaded.db, embedding_runtime) == 0  # nothing left
+
+
+async def test_backfill_re_embeds_vectors_of_another_model(
+    writer: ToolCaller, embedding_runtime: EmbeddingRuntime
+) -> None:
+    await writer.ok(
+        "memory_store", {"action": "bulk_create", "thoughts": [{"content": content} for content in CONTENTS]}
+    )
+    stale = [1.0] + [0.0] * 383
+    async with writer.context.db.unit_of_work() as session:
+        await session.execute(
+            update(Thought)
+            .where(Thought.content != CONTENTS[2])
+            .values(embedding=stale, embedding_model="some-org/older-model")
+        )
+    assert await backfill_all(writer.context.db, embedding_runtime) == 2
+    rows = await _rows(writer.context.db)
+    assert {model for _, model in rows.values()} == {OFFLINE_MINILM}
+    for content in CONTENTS[:2]:
+        assert _cosine(rows[content][0], stale) < 0.5
+
+
+async def test_the_advisory_lock_admits_one_backfill_at_a_time(
+    unloaded: AppContext, embedding_runtime: EmbeddingRuntime
+) -> None:
+    writer = await _caller(unloaded)
+    await writer.ok(
+        "memory_store", {"action": "bulk_create", "thoughts": [{"content": content} for content in CONTENTS]}
+    )
+    db = unloaded.db
+
+    # Another replica holds the lock (and no row lock): this one backs off and embeds nothing.
+    async with db.unit_of_work() as holder:
+        await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": BACKFILL_LOCK_KEY})
+        assert await backfill_once(db, embedding_runtime) == 0
+        pending = await holder.execute(select(func.count()).where(Thought.embedding.is_(None)))
+        assert pending.scalar_one() == 3
+    # Released with the holder's transaction: now it proceeds.
+    assert await backfill_once(db, embedding_runtime, batch_size=2) == 2
+
+    # Two concurrent runs: exactly one embeds the remaining row, the other is turned away.
+    results = await asyncio.gather(backfill_once(db, embedding_runtime), backfill_once(db, embedding_runtime))
+    assert sorted(results) == [0, 1]
+    assert {model for _, model in (await _rows(db)).values()} == {OFFLINE_MINILM}
+
+
+# ---------------------------------------------------------------- choosing the model
+
+
+@pytest.fixture
+def offline_only_cache(tmp_path: Path) -> Path:
+    """A cache dir that holds the offline model folder and nothing else."""
+    source = MODEL_CACHE / OFFLINE_DIR_NAME
+    assert (source / "model.onnx").is_file(), f"offline model missing in {source} (run `make model`)"
+    (tmp_path / OFFLINE_DIR_NAME).symlink_to(source, target_is_directory=True)
+    return tmp_path
+
+
+async def test_an_unavailable_configured_model_falls_back_to_the_offline_one(
+    offline_only_cache: Path,
+) -> None:
+    runtime = EmbeddingRuntime(
+        EmbeddingConfig(model=E5_SMALL, model_dir=None, cache_dir=offline_only_cache, allow_download=False)
+    )
+    await runtime.load()
+    assert await runtime.wait_ready(1)
+    status = runtime.status()
+    assert (status["state"], status["configured_model"], status["active_model"]) == (
+        "fallback",
+        E5_SMALL,
+        OFFLINE_MINILM,
+    )
+    note = str(status["note"])
+    assert note.startswith(f"configured model {E5_SMALL} not available")
+    assert f"serving with the offline model {OFFLINE_MINILM}" in note
+    vectors = await runtime.embed_passages(["still embeds"])
+    assert vectors is not None and len(vectors[0]) == 384
+
+
+async def test_an_unknown_model_id_falls_back_too(offline_only_cache: Path) -> None:
+    runtime = EmbeddingRuntime(
+        EmbeddingConfig(model="no-such-org/no-such-model", model_dir=None, cache_dir=offline_only_cache)
+    )
+    await runtime.load()
+    assert (runtime.state, runtime.profile and runtime.profile.model_id) == ("fallback", OFFLINE_MINILM)
+    assert "unknown embedding model 'no-such-org/no-such-model'" in runtime.note
+    assert f"serving with the offline model {OFFLINE_MINILM}" in runtime.note
+
+
+async def test_without_any_model_the_runtime_is_unavailable(tmp_path: Path) -> None:
+    runtime = EmbeddingRuntime(
+        EmbeddingConfig(model=E5_SMALL, model_dir=None, cache_dir=tmp_path, allow_download=False)
+    )
+    await runtime.load()
+    assert (runtime.state, runtime.available) == ("unavailable", False)
+    assert "offline model not loadable" in runtime.note
+    assert await runtime.wait_ready(1) is False
+    assert await runtime.embed_passages(["x"]) is None
+
+
+# ---------------------------------------------------------------- the vectors themselves
+
+
+async def test_vectors_are_unit_length(writer: ToolCaller, embedding_runtime: EmbeddingRuntime) -> None:
+    texts = [*CONTENTS, "a", "Ünïcödé and emoji 🚀 survive", "x " * 300]
+    vectors = await embedding_runtime.embed_passages(texts)
+    assert vectors is not None and len(vectors) == len(texts)
+    for vector in vectors:
+        assert len(vector) == 384
+        assert math.sqrt(sum(value * value for value in vector)) == pytest.approx(1.0, abs=1e-4)
+    query = await embedding_runtime.embed_query(CONTENTS[0])
+    assert query is not None and math.sqrt(sum(v * v for v in query)) == pytest.approx(1.0, abs=1e-4)
+    # And as stored: pgvector computes the same norm.
+    await writer.ok("memory_store", {"action": "create", "content": CONTENTS[1]})
+    async with writer.context.db.unit_of_work() as session:
+        norm = (await session.execute(text("SELECT vector_norm(embedding) FROM thought"))).scalar_one()
+    assert norm == pytest.approx(1.0, abs=1e-4)
+
+
+async def test_a_paraphrase_is_closer_than_an_unrelated_sentence(embedding_runtime: EmbeddingRuntime) -> None:
+    anchor = "The database connection pool is exhausted under heavy load"
+    paraphrase = "Under high traffic we run out of connections to the database"
+    unrelated = "My grandmother bakes apple pie every Sunday afternoon"
+    vectors = await embedding_runtime.embed_passages([anchor, paraphrase, unrelated])
+    assert vectors is not None
+    close, far = _cosine(vectors[0], vectors[1]), _cosine(vectors[0], vectors[2])
+    assert close > far + 0.3, (close, far)
+    query = await embedding_runtime.embed_query("running out of database connections")
+    assert query is not None
+    assert _cosine(query, vectors[1]) > _cosine(query, vectors[2])

@@ -1,0 +1,369 @@
+"""Alembic owns the schema: the history is reversible, matches the ORM, and enforces the integrity rules.
+
+The migration cycle runs on a scratch database created on the same server as the session database
+(so it never disturbs the migrated database the other tests share) and dropped at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from app.db import migrations
+from app.db.engine import Database
+from app.db.models import Base
+
+MODEL_TABLES = {table.name for table in Base.metadata.sorted_tables}
+ENUM_TYPES = {"thought_status", "edge_type", "user_role", "proposal_status"}
+HEAD = ScriptDirectory.from_config(
+    migrations.alembic_config("postgresql+asyncpg://unused/x")
+).get_current_head()
+
+
+# ---------------------------------------------------------------- scratch database
+
+
+def _scratch(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="module")
+async def scratch_url(database_url: str) -> AsyncIterator[str]:
+    name = f"synapto_migrations_{uuid.uuid4().hex[:12]}"
+    admin = create_async_engine(database_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    async with admin.connect() as connection:
+        await connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield _scratch(database_url, name)
+    finally:
+        async with admin.connect() as connection:
+            await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await admin.dispose()
+
+
+async def _engine(url: str) -> AsyncEngine:
+    return create_async_engine(url, poolclass=NullPool)
+
+
+async def _schema_state(url: str) -> dict[str, Any]:
+    engine = await _engine(url)
+    try:
+        async with engine.connect() as connection:
+
+            async def names(sql: str) -> set[str]:
+                return {row[0] for row in await connection.execute(text(sql))}
+
+            tables = await names("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            version: set[str] = set()
+            if "alembic_version" in tables:
+                version = await names("SELECT version_num FROM alembic_version")
+            return {
+                "tables": tables,
+                "enums": await names(
+                    "SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+                    "WHERE n.nspname = 'public' AND t.typtype = 'e'"
+                ),
+                "triggers": await names("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"),
+                "functions": await names(
+                    "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                    "WHERE n.nspname = 'public' AND p.proname = 'edge_cluster_source_check'"
+                ),
+                "version": version,
+            }
+    finally:
+        await engine.dispose()
+
+
+def _assert_at_head(state: dict[str, Any]) -> None:
+    assert state["tables"] == MODEL_TABLES | {"alembic_version"}
+    assert state["enums"] == ENUM_TYPES
+    assert state["triggers"] == {"edge_cluster_source_check"}
+    assert state["functions"] == {"edge_cluster_source_check"}
+    assert state["version"] == {HEAD}
+
+
+async def test_upgrade_downgrade_upgrade_round_trip(scratch_url: str) -> None:
+    # env.py runs its own event loop (asyncio.run), so Alembic is driven from a worker thread.
+    await asyncio.to_thread(migrations.upgrade, scratch_url)
+    _assert_at_head(await _schema_state(scratch_url))
+
+    await asyncio.to_thread(migrations.downgrade, scratch_url, "base")
+    base = await _schema_state(scratch_url)
+    assert base["tables"] == {"alembic_version"}  # Alembic keeps its (now empty) bookkeeping table
+    assert base["version"] == set()
+    assert base["enums"] == set()
+    assert base["triggers"] == set()
+    assert base["functions"] == set()
+
+    await asyncio.to_thread(migrations.upgrade, scratch_url)
+    _assert_at_head(await _schema_state(scratch_url))
+
+
+# ---------------------------------------------------------------- drift
+
+
+def _compare(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    return list(compare_metadata(context, Base.metadata))
+
+
+def _flatten(diffs: list[Any]) -> list[tuple[Any, ...]]:
+    """compare_metadata nests column modifications in a list; flatten to (op, table, name) tuples."""
+    flat: list[tuple[Any, ...]] = []
+    for diff in diffs:
+        if isinstance(diff, list):
+            flat.extend((op[0], op[2], op[3]) for op in diff)
+        elif diff[0] in ("add_index", "remove_index"):
+            flat.append((diff[0], diff[1].table.name, diff[1].name))
+        else:
+            flat.append((diff[0], str(diff[1])))
+    return flat
+
+
+async def test_autogenerate_finds_no_drift(scratch_url: str) -> None:
+    """The migrated schema and Base.metadata agree, with no filter at all.
+
+    Alembic ≥ 1.16 reflects the generated `tsv` column (as Computed), the expression index
+    `uq_edge_unordered_pair` and the pgvector type, so nothing needs excluding. What
+    autogenerate does not compare (CHECK constraints, the trigger) is checked against the
+    catalog in the next tests instead.
+    """
+    await asyncio.to_thread(migrations.upgrade, scratch_url)
+    engine = await _engine(scratch_url)
+    try:
+        async with engine.connect() as connection:
+            assert await connection.run_sync(_compare) == []
+
+            # The comparison can fail: drift introduced inside the open transaction (rolled back) is seen.
+            await connection.execute(text("DROP INDEX uq_edge_unordered_pair"))
+            await connection.execute(text("DROP INDEX ix_thought_tags"))
+            await connection.execute(
+                text("ALTER TABLE thought ALTER COLUMN embedding_model TYPE varchar(100)")
+            )
+            drift = _flatten(await connection.run_sync(_compare))
+            await connection.rollback()
+            assert sorted(drift, key=str) == sorted(
+                [
+                    ("add_index", "edge", "uq_edge_unordered_pair"),
+                    ("add_index", "thought", "ix_thought_tags"),
+                    ("modify_type", "thought", "embedding_model"),
+                ],
+                key=str,
+            )
+            assert await connection.run_sync(_compare) == []
+    finally:
+        await engine.dispose()
+
+
+async def test_check_constraints_match_the_models(scratch_url: str) -> None:
+    """Autogenerate ignores CHECK constraints, so their names are compared with the catalog here."""
+    await asyncio.to_thread(migrations.upgrade, scratch_url)
+    expected = {
+        str(constraint.name)
+        for table in Base.metadata.sorted_tables
+        for constraint in table.constraints
+        if constraint.__class__.__name__ == "CheckConstraint"
+    }
+    engine = await _engine(scratch_url)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text(
+                    "SELECT c.conname FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace "
+                    "WHERE n.nspname = 'public' AND c.contype = 'c'"
+                )
+            )
+            actual = {row[0] for row in rows}
+    finally:
+        await engine.dispose()
+    assert "ck_thought_content_length" in expected
+    assert actual == expected
+
+
+# ---------------------------------------------------------------- integrity rules in the schema
+
+
+def _violation(error: DBAPIError) -> tuple[str | None, str | None]:
+    """(SQLSTATE, constraint name) of the driver error behind a SQLAlchemy error."""
+    cause = error.orig.__cause__ if error.orig is not None else None
+    return getattr(cause, "sqlstate", None), getattr(cause, "constraint_name", None)
+
+
+class Schema:
+    """Raw SQL writes, each in its own transaction, so a refusal leaves nothing behind."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def execute(self, sql: str, **params: Any) -> None:
+        async with self.db.unit_of_work() as session:
+            await session.execute(text(sql), params)
+
+    async def scalar(self, sql: str, **params: Any) -> Any:
+        async with self.db.unit_of_work() as session:
+            return (await session.execute(text(sql), params)).scalar_one()
+
+    async def refused(self, sql: str, constraint: str, sqlstate: str, **params: Any) -> None:
+        with pytest.raises(IntegrityError) as raised:
+            await self.execute(sql, **params)
+        assert _violation(raised.value) == (sqlstate, constraint), str(raised.value.orig)
+
+    async def project(self) -> uuid.UUID:
+        project_id = uuid.uuid4()
+        await self.execute(
+            "INSERT INTO project (id, name) VALUES (:id, :name)",
+            id=project_id,
+            name=f"p-{project_id.hex[:8]}",
+        )
+        return project_id
+
+    async def thought(
+        self, project_id: uuid.UUID, *, is_cluster: bool = False, content: str = "x"
+    ) -> uuid.UUID:
+        thought_id = uuid.uuid4()
+        await self.execute(
+            "INSERT INTO thought (id, project_id, content, is_cluster) VALUES (:id, :project, :content, :cluster)",
+            id=thought_id,
+            project=project_id,
+            content=f"{content} {thought_id.hex[:6]}",
+            cluster=is_cluster,
+        )
+        return thought_id
+
+    async def edge(self, project_id: uuid.UUID, source: uuid.UUID, target: uuid.UUID, edge_type: str) -> None:
+        await self.execute(
+            "INSERT INTO edge (id, project_id, source_id, target_id, type) "
+            "VALUES (:id, :project, :source, :target, CAST(:type AS edge_type))",
+            id=uuid.uuid4(),
+            project=project_id,
+            source=source,
+            target=target,
+            type=edge_type,
+        )
+
+    async def edge_count(self) -> int:
+        return int(await self.scalar("SELECT count(*) FROM edge"))
+
+
+CHECK = "23514"
+UNIQUE = "23505"
+
+
+@pytest.fixture
+async def schema(clean_database: Database) -> Schema:
+    return Schema(clean_database)
+
+
+async def test_self_loop_edge_is_refused(schema: Schema) -> None:
+    project = await schema.project()
+    thought = await schema.thought(project)
+    await schema.refused(
+        "INSERT INTO edge (id, project_id, source_id, target_id, type) VALUES (:id, :p, :t, :t, 'related')",
+        "ck_edge_no_self_loop",
+        CHECK,
+        id=uuid.uuid4(),
+        p=project,
+        t=thought,
+    )
+    assert await schema.edge_count() == 0
+
+
+async def test_one_edge_per_unordered_pair(schema: Schema) -> None:
+    project = await schema.project()
+    a, b, c = [await schema.thought(project) for _ in range(3)]
+    await schema.edge(project, a, b, "related")
+    insert = (
+        "INSERT INTO edge (id, project_id, source_id, target_id, type) "
+        "VALUES (:id, :p, :s, :t, CAST(:type AS edge_type))"
+    )
+    for source, target, edge_type in (
+        (a, b, "related"),
+        (a, b, "supports"),
+        (b, a, "related"),
+        (b, a, "parent"),
+    ):
+        await schema.refused(
+            insert,
+            "uq_edge_unordered_pair",
+            UNIQUE,
+            id=uuid.uuid4(),
+            p=project,
+            s=source,
+            t=target,
+            type=edge_type,
+        )
+    await schema.edge(project, b, c, "parent")  # another pair is fine
+    assert await schema.edge_count() == 2
+
+
+async def test_cluster_edge_needs_a_cluster_source(schema: Schema) -> None:
+    project = await schema.project()
+    cluster = await schema.thought(project, is_cluster=True)
+    plain, member, other = [await schema.thought(project) for _ in range(3)]
+    insert = (
+        "INSERT INTO edge (id, project_id, source_id, target_id, type) VALUES (:id, :p, :s, :t, 'cluster')"
+    )
+    await schema.refused(
+        insert, "ck_edge_cluster_source", CHECK, id=uuid.uuid4(), p=project, s=plain, t=member
+    )
+    await schema.edge(project, cluster, member, "cluster")  # a cluster thought may carry it
+    # The trigger also guards updates: retyping an ordinary edge to `cluster` is refused.
+    await schema.edge(project, plain, other, "related")
+    await schema.refused(
+        "UPDATE edge SET type = 'cluster' WHERE source_id = :s", "ck_edge_cluster_source", CHECK, s=plain
+    )
+    types = await schema.scalar("SELECT array_agg(type::text ORDER BY type::text) FROM edge")
+    assert types == ["cluster", "related"]
+
+
+async def test_content_length_is_bounded(schema: Schema) -> None:
+    project = await schema.project()
+    insert = "INSERT INTO thought (id, project_id, content) VALUES (:id, :p, :content)"
+    await schema.execute(insert, id=uuid.uuid4(), p=project, content="x" * 720)
+    await schema.refused(
+        insert, "ck_thought_content_length", CHECK, id=uuid.uuid4(), p=project, content="x" * 721
+    )
+    await schema.refused(insert, "ck_thought_content_length", CHECK, id=uuid.uuid4(), p=project, content="")
+    assert await schema.scalar("SELECT array_agg(length(content)) FROM thought") == [720]
+
+
+async def test_importance_stays_within_zero_and_one(schema: Schema) -> None:
+    project = await schema.project()
+    insert = (
+        "INSERT INTO thought (id, project_id, content, importance) VALUES (:id, :p, :content, :importance)"
+    )
+    for importance in (0.0, 1.0):
+        await schema.execute(
+            insert, id=uuid.uuid4(), p=project, content=f"ok {importance}", importance=importance
+        )
+    for importance in (-0.01, 1.01):
+        await schema.refused(
+            insert,
+            "ck_thought_importance_range",
+            CHECK,
+            id=uuid.uuid4(),
+            p=project,
+            content=f"bad {importance}",
+            importance=importance,
+        )
+    thought = await schema.thought(project)
+    await schema.refused(
+        "UPDATE thought SET importance = 1.5 WHERE id = :id", "ck_thought_importance_range", CHECK, id=thought
+    )
+    assert await schema.scalar("SELECT array_agg(importance ORDER BY importance) FROM thought") == [
+        0.0,
+        1.0,
+        1.0,
+    ]
