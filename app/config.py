@@ -65,6 +65,12 @@ class AutoClusterSettings(BaseModel):
     min_similarity: float | None = Field(default=None, gt=0, le=2)  # None = the model profile's distance
 
 
+class RetentionReviewSettings(BaseModel):
+    min_age_days: float = Field(default=30, gt=0)
+    importance_floor: float = Field(default=0.3, ge=0, le=1)
+    page_size: int = Field(default=20, ge=1, le=100)
+
+
 class GraphSettings(BaseModel):
     max_degree: int = Field(default=25, ge=1, le=500)
 
@@ -93,6 +99,7 @@ class Settings(BaseSettings):
     graph: GraphSettings = GraphSettings()
     slots: SlotSettings = SlotSettings()
     auto_cluster: AutoClusterSettings = AutoClusterSettings()
+    retention_review: RetentionReviewSettings = RetentionReviewSettings()
     pool_size: int = Field(default=10, ge=1, le=200)
 
 

@@ -187,11 +187,26 @@ def _refuse_retired(spec: ToolSpec, action: Action, arguments: dict[str, Any]) -
             raise bad_request(retired[name])
 
 
+def _refuse_nul(spec: ToolSpec, action: Action, value: Any, path: str = "") -> None:
+    """PostgreSQL text cannot hold U+0000: refuse it by argument instead of failing in the driver."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            call = f"{spec.name} action={action.name}" if spec.has_actions else spec.name
+            raise bad_request(f"Invalid argument '{path}' for {call}: text must not contain NUL (U+0000)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_nul(spec, action, item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_nul(spec, action, item, f"{path}.{index}")
+
+
 def _authorize(principal: Principal, spec: ToolSpec, action: Action) -> None:
     if ROLE_RANK[principal.role] < ROLE_RANK[action.role]:
         call = f"{spec.name} action={action.name}" if spec.has_actions else spec.name
         raise forbidden(
-            f"Forbidden: {call} needs the {action.role.value} role; user '{principal.name}' is a {principal.role.value}"
+            f"Forbidden: {call} needs the {action.role.value} role; "
+            f"user '{principal.name}' is a {principal.role.value}"
         )
 
 
@@ -214,6 +229,7 @@ async def dispatch(
         action = _resolve_action(spec, arguments)
         _authorize(principal, spec, action)
         _refuse_retired(spec, action, arguments)
+        _refuse_nul(spec, action, arguments)
         try:
             args = action.model.model_validate(arguments)
         except ValidationError as error:

@@ -23,6 +23,10 @@ class Limits:
     slot_max_chars: int = 2000
     auto_cluster_min_members: int = 3
     auto_cluster_min_age_days: int = 3
+    auto_cluster_distance: float | None = None
+    retention_min_age_days: float = 30
+    retention_importance_floor: float = 0.3
+    retention_page_size: int = 20
 
 
 @dataclass(frozen=True)

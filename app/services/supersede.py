@@ -35,6 +35,7 @@ class MergePlan:
     source: ThoughtRecord | None
     target: ThoughtRecord | None
     source_edges: list[EdgeRecord] = field(default_factory=list)
+    allow_archived_source: bool = False  # retention compaction folds archived thoughts in too
 
     @property
     def outcome(self) -> str:
@@ -48,7 +49,7 @@ class MergePlan:
             return None
         if self.source.id == self.target.id:
             return "source and target are the same thought"
-        if self.source.status == ThoughtStatus.archived:
+        if self.source.status == ThoughtStatus.archived and not self.allow_archived_source:
             return "the source is archived"
         if self.target.status == ThoughtStatus.archived:
             return "the target is archived"
@@ -97,10 +98,16 @@ class SupersedeService:
                 .values(status=ThoughtStatus.archived, archived_at=func.now(), updated_at=func.now())
             )
 
-    async def merge_plan(self, source_id: uuid.UUID, target_id: uuid.UUID, lock: bool = False) -> MergePlan:
+    async def merge_plan(
+        self,
+        source_id: uuid.UUID,
+        target_id: uuid.UUID,
+        lock: bool = False,
+        allow_archived_source: bool = False,
+    ) -> MergePlan:
         source = await self.thoughts.get(source_id, for_update=lock)
         target = await self.thoughts.get(target_id, for_update=lock)
-        plan = MergePlan(source_id, target_id, source, target)
+        plan = MergePlan(source_id, target_id, source, target, allow_archived_source=allow_archived_source)
         if source is not None:
             statement = (
                 select(*_EDGE_COLUMNS)
@@ -127,7 +134,8 @@ class SupersedeService:
                 transferred += 1
         if values:
             await self.thoughts.update_fields(target.id, values)
-        await self._archive_rows([source.id])
+        if source.status != ThoughtStatus.archived:
+            await self._archive_rows([source.id])
         await self.session.execute(
             insert(Edge).values(
                 id=new_id(),

@@ -203,6 +203,34 @@ async def test_an_invalid_argument_value_is_refused_naming_it(reader: ToolCaller
     assert answer.text.startswith("Invalid argument 'is_cluster' for memory_recall action=list: ")
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "name"),
+    [
+        ("memory_store", {"action": "create", "content": "nul\x00byte"}, "content"),
+        ("memory_store", {"action": "create", "content": "ok", "tags": ["fine", "a\x00b"]}, "tags.1"),
+        (
+            "memory_store",
+            {"action": "bulk_create", "thoughts": [{"content": "fine"}, {"content": "a\x00"}]},
+            "thoughts.1.content",
+        ),
+        ("memory_recall", {"action": "list", "cwd": "/work/\x00"}, "cwd"),
+        ("memory_recall", {"action": "list", "tag": "\x00"}, "tag"),
+        ("memory_manage", {"action": "create", "name": "nul\x00name"}, "name"),
+    ],
+)
+async def test_a_nul_character_is_refused_naming_the_argument(
+    admin: ToolCaller, tool: str, arguments: dict[str, Any], name: str
+) -> None:
+    """PostgreSQL text cannot hold U+0000: a bad input, not an internal error, and nothing is written."""
+    before = await snapshot(admin.context)
+    answer = await admin(tool, arguments)
+    call = f"{tool} action={arguments['action']}"
+    assert_classified(
+        answer, 400, f"Invalid argument '{name}' for {call}: text must not contain NUL (U+0000)"
+    )
+    assert await snapshot(admin.context) == before
+
+
 @pytest.mark.parametrize("tool", list(TOOL_MAP))
 async def test_missing_action_is_refused_listing_the_actions(reader: ToolCaller, tool: str) -> None:
     names = ", ".join(TOOL_MAP[tool])

@@ -34,7 +34,7 @@ THOUGHT_COLUMNS = (
 )
 
 
-def thought_select() -> Select[Any]:
+def thought_select() -> Select[*tuple[Any, ...]]:
     return select(*THOUGHT_COLUMNS).join(Project, Project.id == Thought.project_id)
 
 
@@ -158,4 +158,4 @@ class ThoughtRepository:
             .values(updated_at=func.now())
             .returning(Thought.updated_at)
         )
-        return result.scalar_one()  # type: ignore[no-any-return]
+        return result.scalar_one()

@@ -100,7 +100,9 @@ async def auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> ToolAnswer:
     profile = ctx.app.embedding.profile
     if profile is None:
         raise unavailable("auto_cluster needs the embedder, which is not ready; retry shortly")
-    max_distance = args.min_similarity or profile.auto_cluster_distance
+    max_distance = (
+        args.min_similarity or ctx.app.limits.auto_cluster_distance or profile.auto_cluster_distance
+    )
     min_members = args.min_members or ctx.app.limits.auto_cluster_min_members
     shape = ThoughtShaper(compact=True)
     async with ctx.app.db.unit_of_work() as session:

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from app.db.models import Role
 from app.mcp.registry import Action, ActionArgs, ToolSpec
+from app.mcp.tools import retention_handlers
 from app.mcp.tools.common import (
     COMMON_FIELD_DOCS,
     DESTRUCTIVE,
@@ -15,7 +16,6 @@ from app.mcp.tools.common import (
     IdStr,
     ShapeArgs,
     TagStr,
-    not_implemented,
 )
 
 TOOL = "retention_review"
@@ -64,10 +64,10 @@ SPEC = ToolSpec(
         "{content, tags?, project_id?}} merges them into a protected summary (confirm=true, no token)."
     ),
     actions=(
-        Action("list", ListArgs, not_implemented(TOOL, "list"), Role.reader),
-        Action("protect", ProtectArgs, not_implemented(TOOL, "protect"), Role.writer),
-        Action("delete", DeleteArgs, not_implemented(TOOL, "delete"), Role.writer),
-        Action("compact", CompactArgs, not_implemented(TOOL, "compact"), Role.writer),
+        Action("list", ListArgs, retention_handlers.list_candidates, Role.reader),
+        Action("protect", ProtectArgs, retention_handlers.protect, Role.writer),
+        Action("delete", DeleteArgs, retention_handlers.delete, Role.writer),
+        Action("compact", CompactArgs, retention_handlers.compact, Role.writer),
     ),
     annotations=DESTRUCTIVE,
     field_docs={
