@@ -16,10 +16,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.db.models import Role
 from app.db.records import Principal
+from app.db.repositories.audit import AuditRepository
 from app.mcp.server import PRINCIPAL_SCOPE_KEY, SynaptoServer
 from app.services.auth import AuthService
 from app.services.context import AppContext
+from app.services.health import SEVERITY_RANK, HealthService
 
 logger = logging.getLogger(__name__)
 
@@ -89,17 +92,43 @@ def health_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JSONRe
 
 
 def health_check_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """GET: the health report (bearer auth). POST …/fix: the safe autofixes (admin), then the new report."""
+
     async def health_check(request: Request) -> JSONResponse:
-        principal: Principal = request.scope[PRINCIPAL_SCOPE_KEY]
-        database = await _database_status(context)
-        body: dict[str, Any] = {
-            "status": "ok" if database == "ok" else "unavailable",
-            "checks": {"database": database, "embedder": context.embedding.status()},
-            "user": {"name": principal.name, "role": principal.role.value},
-        }
-        return JSONResponse(body, status_code=200 if database == "ok" else 503)
+        severity = request.query_params.get("severity") or None
+        if severity is not None and severity not in SEVERITY_RANK:
+            return JSONResponse(
+                {"error": "severity must be one of: info, warning, critical"}, status_code=400
+            )
+        details = request.query_params.get("include_details", "").lower() in ("1", "true", "yes")
+        try:
+            async with context.db.unit_of_work() as session:
+                report = await HealthService(session).report(details, severity)
+        except Exception as error:
+            logger.warning("health report failed: %s", type(error).__name__)
+            return JSONResponse({"error": "Database unavailable; retry shortly"}, status_code=503)
+        return JSONResponse(report)
 
     return health_check
+
+
+def health_fix_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def health_fix(request: Request) -> JSONResponse:
+        principal: Principal = request.scope[PRINCIPAL_SCOPE_KEY]
+        if principal.role is not Role.admin:
+            return JSONResponse(
+                {"error": "Forbidden: the safe autofixes need the admin role"}, status_code=403
+            )
+        async with context.db.unit_of_work() as session:
+            fixed = await HealthService(session).autofix()
+            await AuditRepository(session).record(
+                principal.user_id, "api", "health_fix", [], None, dict(fixed)
+            )
+        async with context.db.unit_of_work() as session:
+            report = await HealthService(session).report(False)
+        return JSONResponse({"fixed": fixed, **report})
+
+    return health_fix
 
 
 async def _database_status(context: AppContext) -> str:
@@ -153,6 +182,7 @@ def build_http_app(
     routes = [
         Route("/health", health_endpoint(context), methods=["GET"]),
         Route("/api/health-check", health_check_endpoint(context), methods=["GET"]),
+        Route("/api/health-check/fix", health_fix_endpoint(context), methods=["POST"]),
         Mount("/", app=mcp_app),
     ]
     starlette = Starlette(routes=routes, lifespan=run)

@@ -55,7 +55,7 @@ SPEC = ToolSpec(
         Action("slots", SlotsArgs, status_handlers.slots, Role.reader),
         Action("frontier", FrontierArgs, status_handlers.frontier, Role.reader),
         Action("config", ConfigArgs, status_handlers.config, Role.reader),
-        Action("health", HealthArgs, not_implemented(TOOL, "health"), Role.reader),
+        Action("health", HealthArgs, status_handlers.health, Role.reader),
         Action("propose", ProposeArgs, not_implemented(TOOL, "propose"), Role.reader),
     ),
     annotations=READ_ONLY,

@@ -8,12 +8,13 @@ from app.db.repositories.projects import ProjectRepository
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, iso
+from app.services.health import HealthService
 from app.services.frontier import FrontierService, content_short
 from app.services.scope import resolve_read_scope
 from app.services.slots import SlotService
 
 if TYPE_CHECKING:
-    from app.mcp.tools.status import ConfigArgs, FrontierArgs, SlotsArgs
+    from app.mcp.tools.status import ConfigArgs, FrontierArgs, HealthArgs, SlotsArgs
 
 NO_SLOT_SCOPE_WARNING = (
     "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
@@ -79,3 +80,9 @@ def render_config(ctx: CallContext) -> str:
 async def config(args: ConfigArgs, ctx: CallContext) -> ToolAnswer:
     text = render_config(ctx)
     return ToolAnswer(single(Meta("config"), {"text": text}), raw_text=text)
+
+
+async def health(args: HealthArgs, ctx: CallContext) -> ToolAnswer:
+    async with ctx.app.db.unit_of_work() as session:
+        report = await HealthService(session).report(args.include_details, args.severity)
+    return ToolAnswer(single(Meta("health"), report))

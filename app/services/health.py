@@ -1,0 +1,257 @@
+"""Health checks (DESIGN.md §9): one SQL query per check, a score, and the safe autofixes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+DETAIL_LIMIT = 50
+SHORT = 80
+
+_LIVE = "status IN ('active', 'draft')"
+
+
+@dataclass(frozen=True)
+class Check:
+    category: str
+    name: str
+    severity: str
+    sql: str  # selects the finding rows (every column becomes a detail key)
+
+
+CHECKS: tuple[Check, ...] = (
+    Check(
+        "structural_integrity",
+        "orphan_edges",
+        "critical",
+        "SELECT e.id AS edge_id FROM edge e LEFT JOIN thought s ON s.id = e.source_id "
+        "LEFT JOIN thought t ON t.id = e.target_id WHERE s.id IS NULL OR t.id IS NULL",
+    ),
+    Check(
+        "structural_integrity",
+        "self_loop_edges",
+        "critical",
+        "SELECT id AS edge_id FROM edge WHERE source_id = target_id",
+    ),
+    Check(
+        "structural_integrity",
+        "duplicate_edges",
+        "critical",
+        "SELECT least(source_id, target_id) AS thought_a, greatest(source_id, target_id) AS thought_b, "
+        "count(*) AS edges FROM edge GROUP BY 1, 2 HAVING count(*) > 1",
+    ),
+    Check(
+        "structural_integrity",
+        "cluster_constraint_violations",
+        "critical",
+        "SELECT e.id AS edge_id, e.source_id FROM edge e JOIN thought s ON s.id = e.source_id "
+        "WHERE e.type = 'cluster' AND NOT s.is_cluster",
+    ),
+    Check(
+        "cluster_health",
+        "empty_clusters",
+        "warning",
+        f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c WHERE c.is_cluster "
+        "AND c.status <> 'archived' AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')",
+    ),
+    Check(
+        "cluster_health",
+        "singleton_clusters",
+        "warning",
+        f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c JOIN edge e "
+        "ON e.source_id = c.id AND e.type = 'cluster' WHERE c.is_cluster AND c.status <> 'archived' "
+        "GROUP BY c.id HAVING count(*) = 1",
+    ),
+    Check(
+        "cluster_health",
+        "orphaned_cluster_members",
+        "warning",
+        "SELECT m.id AS thought_id, c.id AS cluster_id FROM edge e JOIN thought c ON c.id = e.source_id "
+        f"JOIN thought m ON m.id = e.target_id WHERE e.type = 'cluster' AND c.status = 'archived' AND m.{_LIVE}",
+    ),
+    Check(
+        "cluster_health",
+        "clusterless_dense_thoughts",
+        "warning",
+        "SELECT t.id AS thought_id, count(*) AS edges FROM thought t JOIN edge e ON t.id IN (e.source_id, e.target_id) "
+        f"WHERE t.{_LIVE} AND NOT t.is_cluster AND NOT EXISTS (SELECT 1 FROM edge c WHERE c.target_id = t.id "
+        "AND c.type = 'cluster') GROUP BY t.id HAVING count(*) >= 5",
+    ),
+    Check(
+        "connectivity",
+        "island_thoughts",
+        "info",
+        f"SELECT t.id AS thought_id FROM thought t WHERE t.{_LIVE} AND NOT EXISTS "
+        "(SELECT 1 FROM edge e WHERE e.source_id = t.id OR e.target_id = t.id)",
+    ),
+    Check(
+        "connectivity",
+        "overlinked_thoughts",
+        "warning",
+        "SELECT t.id AS thought_id, count(*) AS edges FROM thought t JOIN edge e ON t.id IN (e.source_id, e.target_id) "
+        f"WHERE t.{_LIVE} AND NOT t.is_cluster GROUP BY t.id HAVING count(*) > 10",
+    ),
+    Check(
+        "content_quality",
+        "duplicate_content",
+        "info",
+        f"SELECT project_id, left(content, {SHORT}) AS content, count(*) AS copies FROM thought WHERE {_LIVE} "
+        "GROUP BY project_id, content HAVING count(*) > 1",
+    ),
+    Check(
+        "content_quality",
+        "too_short_content",
+        "info",
+        f"SELECT id AS thought_id, content FROM thought WHERE {_LIVE} AND length(btrim(content)) < 10",
+    ),
+    Check(
+        "content_quality",
+        "stale_drafts",
+        "info",
+        "SELECT id AS thought_id, created_at FROM thought WHERE status = 'draft' "
+        "AND created_at < now() - interval '30 days' AND (surface_after IS NULL OR surface_after <= now())",
+    ),
+    Check(
+        "content_quality",
+        "untagged_thoughts",
+        "info",
+        f"SELECT id AS thought_id FROM thought WHERE {_LIVE} AND cardinality(tags) = 0",
+    ),
+    Check(
+        "semantic_consistency",
+        "circular_chains",
+        "warning",
+        "WITH RECURSIVE walk(start_id, node, path, cycle) AS ("
+        " SELECT e.source_id, e.target_id, ARRAY[e.source_id, e.target_id], false FROM edge e"
+        " WHERE e.type IN ('parent', 'develops')"
+        " UNION ALL SELECT w.start_id, e.target_id, w.path || e.target_id, e.target_id = ANY(w.path)"
+        " FROM walk w JOIN edge e ON e.source_id = w.node AND e.type IN ('parent', 'develops')"
+        " WHERE NOT w.cycle AND cardinality(w.path) < 50)"
+        " SELECT DISTINCT start_id AS thought_id FROM walk WHERE cycle AND node = start_id",
+    ),
+    Check(
+        "semantic_consistency",
+        "broken_parent_chains",
+        "warning",
+        "SELECT e.id AS edge_id, e.source_id AS parent_id, e.target_id AS child_id FROM edge e "
+        "JOIN thought p ON p.id = e.source_id JOIN thought c ON c.id = e.target_id "
+        "WHERE e.type = 'parent' AND p.status = 'archived' AND c.status = 'active'",
+    ),
+    Check(
+        "semantic_consistency",
+        "replaces_chains",
+        "warning",
+        "SELECT a.source_id AS newest_id, a.target_id AS middle_id, b.target_id AS oldest_id FROM edge a "
+        "JOIN edge b ON b.source_id = a.target_id AND b.type = 'replaces' WHERE a.type = 'replaces'",
+    ),
+    Check(
+        "semantic_consistency",
+        "contradiction_in_cluster",
+        "warning",
+        "SELECT ca.source_id AS cluster_id, x.source_id AS member_a, x.target_id AS member_b, "
+        "x.id AS contradicts_edge_id FROM edge x "
+        "JOIN edge ca ON ca.target_id = x.source_id AND ca.type = 'cluster' "
+        "JOIN edge cb ON cb.target_id = x.target_id AND cb.type = 'cluster' AND cb.source_id = ca.source_id "
+        "JOIN thought a ON a.id = x.source_id JOIN thought b ON b.id = x.target_id "
+        "WHERE x.type = 'contradicts' AND a.status <> 'archived' AND b.status <> 'archived'",
+    ),
+    Check(
+        "semantic_consistency",
+        "supports_self_conflict",
+        "critical",
+        "SELECT s1.source_id AS thought_a, s1.target_id AS thought_b, s2.target_id AS thought_c FROM edge s1 "
+        "JOIN edge s2 ON s2.source_id = s1.target_id AND s2.type = 'supports' "
+        "JOIN edge x ON x.type = 'contradicts' AND ((x.source_id = s2.target_id AND x.target_id = s1.source_id) "
+        "OR (x.target_id = s2.target_id AND x.source_id = s1.source_id)) WHERE s1.type = 'supports'",
+    ),
+    Check(
+        "data_drift",
+        "missing_embeddings",
+        "info",
+        f"SELECT id AS thought_id FROM thought WHERE {_LIVE} AND embedding IS NULL",
+    ),
+    Check(
+        "data_drift",
+        "dead_primers",
+        "info",
+        "SELECT p.id AS primer_id, p.thought_id FROM primer p JOIN thought t ON t.id = p.thought_id "
+        "WHERE t.status = 'archived'",
+    ),
+    Check(
+        "data_drift",
+        "importance_outliers",
+        "info",
+        f"SELECT id AS thought_id, importance FROM thought WHERE {_LIVE} AND importance < 0.05",
+    ),
+)
+
+
+def _detail(row: Any) -> dict[str, Any]:
+    return {
+        key: (str(value) if not isinstance(value, int | float | bool) and value is not None else value)
+        for key, value in row._mapping.items()
+    }
+
+
+class HealthService:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def report(self, include_details: bool, severity: str | None = None) -> dict[str, Any]:
+        floor = SEVERITY_RANK[severity] if severity else 0
+        categories: dict[str, dict[str, Any]] = {}
+        findings = {"critical": 0, "warning": 0, "info": 0}
+        critical_categories: set[str] = set()
+        warning_categories: set[str] = set()
+        for check in CHECKS:
+            rows = (
+                await self.session.execute(text(f"SELECT * FROM ({check.sql}) AS finding LIMIT 10000"))
+            ).all()
+            count = len(rows)
+            findings[check.severity] += count
+            if count and check.severity == "critical":
+                critical_categories.add(check.category)
+            if count and check.severity == "warning":
+                warning_categories.add(check.category)
+            if SEVERITY_RANK[check.severity] < floor:
+                continue
+            entry: dict[str, Any] = {"severity": check.severity, "count": count}
+            if include_details:
+                entry["details"] = [_detail(row) for row in rows[:DETAIL_LIMIT]]
+            categories.setdefault(check.category, {})[check.name] = entry
+        score = 100 - 40 * len(critical_categories) - 15 * len(warning_categories) - 0.25 * findings["info"]
+        statuses = await self.session.execute(
+            text("SELECT status, count(*) AS n FROM thought GROUP BY status")
+        )
+        by_status = {"draft": 0, "active": 0, "archived": 0} | {row.status: int(row.n) for row in statuses}
+        return {
+            "health_score": round(min(100.0, max(0.0, score)), 2),
+            "summary": {"thoughts": by_status, "findings": findings},
+            "categories": categories,
+        }
+
+    async def autofix(self) -> dict[str, int]:
+        """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived."""
+        orphans = await self.session.execute(
+            text(
+                "DELETE FROM edge e WHERE NOT EXISTS (SELECT 1 FROM thought s WHERE s.id = e.source_id) "
+                "OR NOT EXISTS (SELECT 1 FROM thought t WHERE t.id = e.target_id)"
+            )
+        )
+        loops = await self.session.execute(text("DELETE FROM edge WHERE source_id = target_id"))
+        empty = await self.session.execute(
+            text(
+                "UPDATE thought c SET status = 'archived', archived_at = now(), updated_at = now() "
+                "WHERE c.is_cluster AND c.status <> 'archived' AND NOT c.is_protected AND NOT EXISTS "
+                "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')"
+            )
+        )
+        return {
+            "orphan_edges_deleted": int(orphans.rowcount or 0),  # type: ignore[attr-defined]
+            "self_loop_edges_deleted": int(loops.rowcount or 0),  # type: ignore[attr-defined]
+            "empty_clusters_archived": int(empty.rowcount or 0),  # type: ignore[attr-defined]
+        }
