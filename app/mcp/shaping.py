@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from app.db.records import EdgeRecord, ProjectRecord, ThoughtRecord, UrlLinkRecord
+from app.formats import iso
 
 COMPACT_FIELDS = ("id", "content", "status", "tags", "project")
 FULL_FIELDS = (
@@ -26,13 +26,6 @@ FULL_FIELDS = (
     "created_at",
     "updated_at",
 )
-
-
-def iso(moment: datetime | None) -> str | None:
-    """UTC with milliseconds and a Z, as the contract's examples show."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _thought_values(thought: ThoughtRecord) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Primer, ThoughtHit
-from app.mcp.shaping import iso
+from app.formats import iso
 
 
 class PrimerService:

@@ -44,7 +44,7 @@ class ProjectService:
         return project
 
     async def create(self, name: str, local_path: str | None, description: str | None) -> ProjectRecord:
-        path = normalize_path(local_path) if local_path else None
+        path = (normalize_path(local_path) if local_path else None) or None  # blank = no path
         await self._refuse_duplicates(name, path, None)
         try:
             async with self.session.begin_nested():

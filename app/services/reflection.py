@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -14,20 +13,9 @@ from app.db.models import Thought, ThoughtStatus
 from app.db.records import Principal, ProjectRecord
 from app.services.slots import SlotService, cut
 from app.services.store import NewThought, StoreService
+from app.services.text import jaccard
 
 DECISION_JACCARD = 0.6
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
-
-
-def jaccard(a: str, b: str) -> float:
-    left, right = words(a), words(b)
-    if not left and not right:
-        return 1.0
-    return len(left & right) / len(left | right)
 
 
 @dataclass(frozen=True)

@@ -169,9 +169,10 @@ def test_retired_inputs_stay_in_the_schema_as_tombstones(
     tool: str, call: dict[str, Any], name: str, value: Any, migration: str
 ) -> None:
     schema = build_input_schema(SPECS[tool])
-    if name == "thought_id" and tool == "memory_store":
-        return  # a live argument of update; the tombstone is per action
-    assert schema["properties"][name] == {"description": f"retired: {migration}"}
+    if name == "thought_id" and tool == "memory_store":  # live for update: retired for link only
+        assert schema["properties"][name]["type"] == "string"
+    else:
+        assert schema["properties"][name] == {"description": f"retired: {migration}"}
 
 
 # ---------------------------------------------------------------- arguments and actions
@@ -252,6 +253,7 @@ def test_the_schema_advertises_the_contract_actions() -> None:
         schema = build_input_schema(spec)
         assert schema["required"] == ["action"]
         assert schema["properties"]["action"] == {"type": "string", "enum": TOOL_MAP[spec.name]}
+    assert build_input_schema(SPECS["memory_guide"]) == {"type": "object", "properties": {}}
 
 
 # ---------------------------------------------------------------- classified errors

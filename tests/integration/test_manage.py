@@ -433,3 +433,50 @@ async def test_reader_may_list_and_resolve_but_not_create(reader: ToolCaller, wr
     message = "Forbidden: memory_manage action=create needs the writer role; user 'reader' is a reader"
     assert answer.error == {"message": message, "statusCode": 403, "retryable": False}
     assert await snapshot(reader.context) == before
+
+
+# ---------------------------------------------------------------- argument edge cases
+
+
+async def test_a_blank_local_path_registers_no_path(writer: ToolCaller) -> None:
+    first = await writer.ok("memory_manage", {"action": "create", "name": "One", "local_path": "   "})
+    second = await writer.ok("memory_manage", {"action": "create", "name": "Two", "local_path": ""})
+    assert (first.item["local_path"], second.item["local_path"]) == (None, None)
+    assert await rows(writer, "SELECT count(*) FROM project WHERE local_path IS NOT NULL") == [(0,)]
+
+
+async def test_update_cannot_clear_the_name(admin: ToolCaller) -> None:
+    project = await create_project(admin, "Named", "/srv/named")
+    before = await snapshot(admin.context)
+    answer = await admin("memory_manage", {"action": "update", "project_id": project["id"], "name": None})
+    message = (
+        "Invalid argument 'name' for memory_manage action=update: a project always has a name "
+        "(omit 'name' to keep it)"
+    )
+    assert answer.error == {"message": message, "statusCode": 400, "retryable": False}
+    assert await snapshot(admin.context) == before
+
+
+async def test_update_with_null_path_and_description_clears_them(admin: ToolCaller) -> None:
+    project = await create_project(admin, "Clear", "/srv/clear")
+    await admin.ok(
+        "memory_manage",
+        {"action": "update", "project_id": project["id"], "local_path": None, "description": None},
+    )
+    assert await rows(
+        admin, "SELECT local_path, description FROM project WHERE id = :id", id=project["id"]
+    ) == [(None, None)]
+    assert (await admin.ok("memory_manage", {"action": "resolve", "cwd": "/srv/clear"})).item is None
+
+
+async def test_delete_confirm_follows_the_instruction_for_any_id_spelling(admin: ToolCaller) -> None:
+    project = await create_project(admin, "Spelled", "/srv/spelled")
+    spelled = project["id"].replace("-", "").upper()
+    preview = await admin.ok("memory_manage", {"action": "delete", "project_id": spelled})
+    token = preview.item["preview_token"]
+    assert f"project_id={project['id']}, confirm=true, preview_token={token}" in preview.item["instruction"]
+    answer = await admin.ok(
+        "memory_manage",
+        {"action": "delete", "project_id": project["id"], "confirm": True, "preview_token": token},
+    )
+    assert answer.item["action"] == "deleted"

@@ -8,7 +8,8 @@ from pydantic import Field
 
 from app.db.models import Role
 from app.mcp.registry import Action, ActionArgs, ToolSpec
-from app.mcp.tools.common import COMMON_FIELD_DOCS, DESTRUCTIVE, ConfirmArgs, CwdArgs, IdStr, not_implemented
+from app.mcp.tools import placement_handlers
+from app.mcp.tools.common import COMMON_FIELD_DOCS, DESTRUCTIVE, ConfirmArgs, CwdArgs, IdStr
 
 TOOL = "edge_review"
 ProposalStatusName = Literal["pending", "accepted", "rejected", "expired", "stale", "rolled_back"]
@@ -59,12 +60,12 @@ SPEC = ToolSpec(
         "reverts an apply run."
     ),
     actions=(
-        Action("enqueue", EnqueueArgs, not_implemented(TOOL, "enqueue"), Role.writer),
-        Action("list", ListArgs, not_implemented(TOOL, "list"), Role.reader),
-        Action("apply", ApplyArgs, not_implemented(TOOL, "apply"), Role.writer),
-        Action("apply_batch", ApplyBatchArgs, not_implemented(TOOL, "apply_batch"), Role.writer),
-        Action("rollback", RollbackArgs, not_implemented(TOOL, "rollback"), Role.writer),
-        Action("reject", RejectArgs, not_implemented(TOOL, "reject"), Role.writer),
+        Action("enqueue", EnqueueArgs, placement_handlers.enqueue, Role.writer),
+        Action("list", ListArgs, placement_handlers.list_proposals, Role.reader),
+        Action("apply", ApplyArgs, placement_handlers.apply, Role.writer),
+        Action("apply_batch", ApplyBatchArgs, placement_handlers.apply_batch, Role.writer),
+        Action("rollback", RollbackArgs, placement_handlers.rollback, Role.writer),
+        Action("reject", RejectArgs, placement_handlers.reject, Role.writer),
     ),
     annotations=DESTRUCTIVE,
     retired={"project_id": "project_id was removed; use cwd"},

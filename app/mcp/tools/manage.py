@@ -77,6 +77,11 @@ async def create_project(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
 async def update_project(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
     project_id = uuid_arg(args.project_id, "project_id")
     values = args.model_dump(include={"name", "local_path", "description"}, exclude_unset=True)
+    if "name" in values and values["name"] is None:
+        raise bad_request(
+            "Invalid argument 'name' for memory_manage action=update: a project always has a name "
+            "(omit 'name' to keep it)"
+        )
     async with ctx.app.db.unit_of_work() as session:
         await ProjectService(session).update(project_id, values)
     return ToolAnswer(single(Meta("update"), {"success": True, "project_id": str(project_id)}))
@@ -84,7 +89,9 @@ async def update_project(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
 
 async def delete_project(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
     project_id = uuid_arg(args.project_id, "project_id")
-    arguments = previewed_arguments(args)
+    # Bound to the canonical id, so the confirm call the instruction spells out matches the preview
+    # whatever spelling of the id the preview was given.
+    arguments = {**previewed_arguments(args), "project_id": str(project_id)}
     async with ctx.app.db.unit_of_work() as session:
         service = ProjectService(session)
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)

@@ -8,8 +8,8 @@ from pydantic import Field
 
 from app.db.models import Role
 from app.mcp.registry import Action, ActionArgs, ToolSpec
-from app.mcp.tools import status_handlers
-from app.mcp.tools.common import COMMON_FIELD_DOCS, READ_ONLY, CwdArgs, IdStr, ShapeArgs, not_implemented
+from app.mcp.tools import placement_handlers, status_handlers
+from app.mcp.tools.common import COMMON_FIELD_DOCS, READ_ONLY, CwdArgs, IdStr, ShapeArgs
 
 TOOL = "memory_status"
 
@@ -56,7 +56,7 @@ SPEC = ToolSpec(
         Action("frontier", FrontierArgs, status_handlers.frontier, Role.reader),
         Action("config", ConfigArgs, status_handlers.config, Role.reader),
         Action("health", HealthArgs, status_handlers.health, Role.reader),
-        Action("propose", ProposeArgs, not_implemented(TOOL, "propose"), Role.reader),
+        Action("propose", ProposeArgs, placement_handlers.propose, Role.reader),
     ),
     annotations=READ_ONLY,
     retired={
