@@ -71,6 +71,16 @@ class RetentionReviewSettings(BaseModel):
     page_size: int = Field(default=20, ge=1, le=100)
 
 
+class DecaySettings(BaseModel):
+    rate: float = Field(default=0.95, gt=0, le=1)
+    interval_hours: float = Field(default=24, gt=0)
+
+
+class JobsSettings(BaseModel):
+    enabled: bool = True
+    tick_seconds: float = Field(default=60, gt=0)
+
+
 class GraphSettings(BaseModel):
     max_degree: int = Field(default=25, ge=1, le=500)
 
@@ -100,6 +110,8 @@ class Settings(BaseSettings):
     slots: SlotSettings = SlotSettings()
     auto_cluster: AutoClusterSettings = AutoClusterSettings()
     retention_review: RetentionReviewSettings = RetentionReviewSettings()
+    decay: DecaySettings = DecaySettings()
+    jobs: JobsSettings = JobsSettings()
     pool_size: int = Field(default=10, ge=1, le=200)
 
 

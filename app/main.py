@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
+from app.services.jobs import JobSettings, run_jobs_loop
 
 logger = logging.getLogger("app")
 
@@ -126,13 +128,23 @@ def settings_view(settings: Settings, url: str) -> dict[str, Any]:
     return dict(sorted(flat.items()))
 
 
+def job_settings(settings: Settings) -> JobSettings:
+    return JobSettings(
+        decay_rate=settings.decay.rate,
+        decay_interval=timedelta(hours=settings.decay.interval_hours),
+        tick_seconds=settings.jobs.tick_seconds,
+    )
+
+
 @asynccontextmanager
-async def background(context: AppContext) -> AsyncIterator[None]:
-    """Embedder loading and the backfill loop run beside the requests, never in front of them."""
+async def background(context: AppContext, jobs: JobSettings | None = None) -> AsyncIterator[None]:
+    """Embedder loading, the backfill and the periodic jobs run beside the requests, never in front of them."""
     tasks = [
         asyncio.create_task(context.embedding.load(), name="embedder-load"),
         asyncio.create_task(run_backfill_loop(context.db, context.embedding), name="embedding-backfill"),
     ]
+    if jobs is not None:
+        tasks.append(asyncio.create_task(run_jobs_loop(context.db, jobs), name="periodic-jobs"))
     try:
         yield
     finally:
@@ -173,7 +185,7 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with background(context):
+        async with background(context, job_settings(settings) if settings.jobs.enabled else None):
             if local is None:
                 await bootstrap_admin(context, settings.data_dir)
             else:

@@ -219,14 +219,7 @@ class ProposalService:
         return int((await self.session.execute(statement)).scalar_one())
 
     async def expire_due(self) -> int:
-        result = await self.session.execute(
-            update(PlacementProposal)
-            .where(
-                PlacementProposal.status == ProposalStatus.pending, PlacementProposal.expires_at <= func.now()
-            )
-            .values(status=ProposalStatus.expired, updated_at=func.now())
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        return await expire_due_proposals(self.session)
 
     # ------------------------------------------------------------ apply
 
@@ -405,3 +398,13 @@ class ProposalService:
             return {"proposal_id": str(proposal_id), "status": proposal.status.value, "changed": False}
         await self._set_status(proposal.id, ProposalStatus.rejected)
         return {"proposal_id": str(proposal_id), "status": "rejected", "changed": True}
+
+
+async def expire_due_proposals(session: AsyncSession) -> int:
+    """Pending proposals past their expiry become `expired`."""
+    result = await session.execute(
+        update(PlacementProposal)
+        .where(PlacementProposal.status == ProposalStatus.pending, PlacementProposal.expires_at <= func.now())
+        .values(status=ProposalStatus.expired, updated_at=func.now())
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -26,7 +26,8 @@ def normalize_path(path: str) -> str:
     if not cleaned:
         return ""
     normalized = posixpath.normpath(cleaned)
-    return "/" if normalized == "//" else normalized
+    # POSIX keeps exactly two leading slashes; a working directory never means that.
+    return "/" + normalized.lstrip("/") if normalized.startswith("//") else normalized
 
 
 def scope_of(project: ProjectRecord) -> dict[str, Any]:

@@ -101,6 +101,8 @@ async def run_server(database_url: str, database: Database, data_dir: Path) -> A
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     settings = Settings(
+        _env_file=None,  # no developer .env in the test
+        auth={"mode": "token"},
         database_url=database_url,
         embedding={"model": OFFLINE_MINILM, "cache_dir": MODEL_CACHE},
         data_dir=data_dir,

@@ -234,7 +234,8 @@ class Schema:
     ) -> uuid.UUID:
         thought_id = uuid.uuid4()
         await self.execute(
-            "INSERT INTO thought (id, project_id, content, is_cluster) VALUES (:id, :project, :content, :cluster)",
+            "INSERT INTO thought (id, project_id, content, is_cluster) "
+            "VALUES (:id, :project, :content, :cluster)",
             id=thought_id,
             project=project_id,
             content=f"{content} {thought_id.hex[:6]}",

@@ -90,11 +90,6 @@ def test_normalize_path_gives_one_spelling_per_directory(path: str, expected: st
     assert normalize_path(path) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in app/services/scope.py: posixpath.normpath keeps exactly two leading slashes (POSIX), "
-    "so '//work/demo' is not matched to the project registered as '/work/demo'",
-)
 def test_normalize_path_collapses_a_doubled_leading_slash() -> None:
     assert normalize_path("//work/demo") == "/work/demo"
 
@@ -135,7 +130,11 @@ def test_action_specific_counters_sit_beside_the_shared_ones() -> None:
 
 
 def test_single_counts_one_for_any_item_and_zero_for_null() -> None:
-    assert single(Meta("get"), {"id": "x"})["meta"]["counts"] == {"total": 1, "returned": 1, "filtered_out": 0}
+    assert single(Meta("get"), {"id": "x"})["meta"]["counts"] == {
+        "total": 1,
+        "returned": 1,
+        "filtered_out": 0,
+    }
     assert single(Meta("get"), {"status": "not_found"})["meta"]["counts"]["returned"] == 1
     assert single(Meta("get"), {})["meta"]["counts"]["returned"] == 1
     empty = single(Meta("context", reason="no_match"), None)
@@ -314,7 +313,16 @@ def test_fingerprint_changes_with_what_is_written() -> None:
 
 CONTRACT_ACTIONS = {
     "memory_recall": ["search", "get", "context", "chain", "clusters", "list"],
-    "memory_store": ["create", "update", "link", "link_batch", "unlink", "unlink_batch", "retype", "bulk_create"],
+    "memory_store": [
+        "create",
+        "update",
+        "link",
+        "link_batch",
+        "unlink",
+        "unlink_batch",
+        "retype",
+        "bulk_create",
+    ],
     "memory_supersede": ["archive", "archive_batch", "merge"],
     "memory_status": ["slots", "frontier", "config", "health", "propose"],
     "memory_manage": ["list", "create", "update", "delete", "resolve"],
