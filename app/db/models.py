@@ -157,15 +157,11 @@ class Thought(Base):
     updated_at: Mapped[datetime] = _created_at()
     embedding: Mapped[Any] = mapped_column(Vector(EMBEDDING_DIM), nullable=True)
     embedding_model: Mapped[str | None] = mapped_column(String(200))
-    tsv: Mapped[Any] = mapped_column(
-        TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True)
-    )
+    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True))
     __table_args__ = (
         CheckConstraint("length(content) > 0 AND length(content) <= 720", name="content_length"),
         CheckConstraint("importance >= 0 AND importance <= 1", name="importance_range"),
-        CheckConstraint(
-            "(status = 'archived') = (archived_at IS NOT NULL)", name="archived_at_matches_status"
-        ),
+        CheckConstraint("(status = 'archived') = (archived_at IS NOT NULL)", name="archived_at_matches_status"),
         CheckConstraint("(embedding IS NULL) = (embedding_model IS NULL)", name="embedding_has_model"),
         Index("ix_thought_project_status_created", "project_id", "status", "created_at"),
         Index("ix_thought_tags", "tags", postgresql_using="gin"),
@@ -274,9 +270,7 @@ class Slot(Base):
 class PreviewToken(Base):
     __tablename__ = "preview_token"
     id: Mapped[uuid.UUID] = _uuid_pk()
-    user_id: Mapped[uuid.UUID | None] = mapped_column(
-        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="CASCADE")
-    )
+    user_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="CASCADE"))
     tool: Mapped[str] = mapped_column(String(64), nullable=False)
     action: Mapped[str] = mapped_column(String(64), nullable=False)
     fingerprint: Mapped[str] = mapped_column(String(128), nullable=False)
@@ -343,9 +337,7 @@ class AuditEvent(Base):
     project_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     tool: Mapped[str] = mapped_column(String(64), nullable=False)
     action: Mapped[str] = mapped_column(String(64), nullable=False)
-    target_ids: Mapped[list[str]] = mapped_column(
-        ARRAY(Text), nullable=False, server_default=sql("'{}'::text[]")
-    )
+    target_ids: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default=sql("'{}'::text[]"))
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default=sql("'{}'::jsonb"))
     created_at: Mapped[datetime] = _created_at()
     __table_args__ = (Index("ix_audit_event_created_at", "created_at"),)

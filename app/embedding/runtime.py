@@ -59,9 +59,11 @@ class EmbeddingRuntime:
         self.embedder, self.state, self.note = embedder, state, note
         self._ready.set()
 
-    async def wait_ready(self, timeout: float) -> bool:
+    async def wait_ready(self, seconds: float) -> bool:
+        """Wait until loading ended (at most `seconds`); True when an embedder is there."""
         try:
-            await asyncio.wait_for(self._ready.wait(), timeout)
+            async with asyncio.timeout(seconds):
+                await self._ready.wait()
         except TimeoutError:
             return False
         return self.available
@@ -132,9 +134,7 @@ def _load_offline(config: EmbeddingConfig, reason: str) -> tuple[Embedder | None
     profile = profile_for(OFFLINE_MINILM)
     model_dir = offline_model_dir(config.cache_dir)
     try:
-        embedder = FastEmbedEmbedder.load(
-            profile, model_dir, config.cache_dir, config.threads, config.batch_size
-        )
+        embedder = FastEmbedEmbedder.load(profile, model_dir, config.cache_dir, config.threads, config.batch_size)
     except Exception as error:
         return None, "unavailable", f"{reason}; offline model not loadable from {model_dir}: {error}"
     note = f"{reason}; serving with the offline model {OFFLINE_MINILM} (run `synaptomind reembed` later)"

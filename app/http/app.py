@@ -6,7 +6,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
 from sqlalchemy import text
@@ -71,9 +70,7 @@ class BearerAuthMiddleware:
 
 async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
     response = JSONResponse(
-        {
-            "error": "Unauthorized: send 'Authorization: Bearer <token>' (create one with `synaptomind token create`)"
-        },
+        {"error": "Unauthorized: send 'Authorization: Bearer <token>' (create one with `synaptomind token create`)"},
         status_code=401,
         headers={"WWW-Authenticate": 'Bearer realm="synaptomind"'},
     )
@@ -97,9 +94,7 @@ def health_check_endpoint(context: AppContext) -> Callable[[Request], Awaitable[
     async def health_check(request: Request) -> JSONResponse:
         severity = request.query_params.get("severity") or None
         if severity is not None and severity not in SEVERITY_RANK:
-            return JSONResponse(
-                {"error": "severity must be one of: info, warning, critical"}, status_code=400
-            )
+            return JSONResponse({"error": "severity must be one of: info, warning, critical"}, status_code=400)
         details = request.query_params.get("include_details", "").lower() in ("1", "true", "yes")
         try:
             async with context.db.unit_of_work() as session:
@@ -116,14 +111,10 @@ def health_fix_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JS
     async def health_fix(request: Request) -> JSONResponse:
         principal: Principal = request.scope[PRINCIPAL_SCOPE_KEY]
         if principal.role is not Role.admin:
-            return JSONResponse(
-                {"error": "Forbidden: the safe autofixes need the admin role"}, status_code=403
-            )
+            return JSONResponse({"error": "Forbidden: the safe autofixes need the admin role"}, status_code=403)
         async with context.db.unit_of_work() as session:
             fixed = await HealthService(session).autofix()
-            await AuditRepository(session).record(
-                principal.user_id, "api", "health_fix", [], None, dict(fixed)
-            )
+            await AuditRepository(session).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
         async with context.db.unit_of_work() as session:
             report = await HealthService(session).report(False)
         return JSONResponse({"fixed": fixed, **report})
@@ -141,9 +132,7 @@ async def _database_status(context: AppContext) -> str:
         return "unavailable"
 
 
-def transport_security(
-    host: str, port: int, hosts: list[str], origins: list[str]
-) -> TransportSecuritySettings:
+def transport_security(host: str, port: int, hosts: list[str], origins: list[str]) -> TransportSecuritySettings:
     """DNS-rebinding protection stays on; loopback names are always allowed."""
     allowed_hosts = [*hosts, "127.0.0.1:*", "localhost:*", "[::1]:*"]
     allowed_origins = [*origins, "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]

@@ -48,9 +48,7 @@ def single(meta: Meta, item: Any) -> dict[str, Any]:
     return {"item": item, "meta": meta.render(returned, returned, 0)}
 
 
-def preview_meta(
-    token: str | None, consequence: str | None = None, instruction: str | None = None
-) -> dict[str, Any]:
+def preview_meta(token: str | None, consequence: str | None = None, instruction: str | None = None) -> dict[str, Any]:
     preview: dict[str, Any] = {"token": token, "destructive": True}
     if consequence is not None:
         preview["consequence"] = consequence

@@ -205,26 +205,21 @@ def _authorize(principal: Principal, spec: ToolSpec, action: Action) -> None:
     if ROLE_RANK[principal.role] < ROLE_RANK[action.role]:
         call = f"{spec.name} action={action.name}" if spec.has_actions else spec.name
         raise forbidden(
-            f"Forbidden: {call} needs the {action.role.value} role; "
-            f"user '{principal.name}' is a {principal.role.value}"
+            f"Forbidden: {call} needs the {action.role.value} role; user '{principal.name}' is a {principal.role.value}"
         )
 
 
 def _classify(error: Exception) -> AppError | None:
     if isinstance(error, AppError):
         return error
-    if isinstance(
-        error, OperationalError | InterfaceError | PoolTimeoutError | ConnectionError | TimeoutError
-    ):
+    if isinstance(error, OperationalError | InterfaceError | PoolTimeoutError | ConnectionError | TimeoutError):
         return unavailable("Database unavailable; retry shortly")
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return unavailable("Database connection lost; retry shortly")
     return None
 
 
-async def dispatch(
-    spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal
-) -> CallToolResult:
+async def dispatch(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal) -> CallToolResult:
     try:
         action = _resolve_action(spec, arguments)
         _authorize(principal, spec, action)
@@ -244,6 +239,4 @@ async def dispatch(
             return wire.classified_error(classified)
         reference = uuid.uuid4().hex[:12]
         logger.exception("tool %s failed unexpectedly (ref %s)", spec.name, reference)
-        return wire.unclassified_error(
-            f"Internal error in {spec.name} (ref {reference}); the call was rolled back"
-        )
+        return wire.unclassified_error(f"Internal error in {spec.name} (ref {reference}); the call was rolled back")

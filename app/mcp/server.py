@@ -46,9 +46,7 @@ class SynaptoServer(MCPServer[Any]):
     ) -> CallToolResult:
         spec = self._specs.get(name)
         if spec is None:
-            return wire.classified_error(
-                bad_request(f"Unknown tool '{name}'; tools: {', '.join(self._specs)}")
-            )
+            return wire.classified_error(bad_request(f"Unknown tool '{name}'; tools: {', '.join(self._specs)}"))
         principal = self._principal(context)
         if principal is None:  # only reachable if the HTTP auth layer was bypassed
             return wire.unclassified_error("Unauthenticated call")

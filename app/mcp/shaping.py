@@ -68,9 +68,7 @@ class ThoughtShaper:
         shaped = {name: values[name] for name in self.columns}
         if self.url_links is not None:
             links = self.url_links.get(thought.id, [])
-            shaped["url_links"] = [
-                {"text": link.text, "url": link.url, "label": link.label} for link in links
-            ]
+            shaped["url_links"] = [{"text": link.text, "url": link.url, "label": link.label} for link in links]
         return shaped
 
 

@@ -25,9 +25,7 @@ def success(payload: Any, raw_text: str | None = None) -> CallToolResult:
     if isinstance(payload, str):
         payload = {"text": payload}
     text = raw_text if raw_text is not None else to_json(payload)
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content={"result": payload}
-    )
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"result": payload})
 
 
 def classified_error(error: AppError) -> CallToolResult:

@@ -45,9 +45,7 @@ class AuthService:
             return Principal(user.user_id, user.name, role)
         return user
 
-    async def create_token(
-        self, user_name: str, role: Role | None, label: str | None = None
-    ) -> tuple[str, Principal]:
+    async def create_token(self, user_name: str, role: Role | None, label: str | None = None) -> tuple[str, Principal]:
         user = await self.ensure_user(user_name, role)
         assert user.user_id is not None
         token = generate_token()

@@ -162,14 +162,10 @@ class ClusterService:
             members = [records[thought_id] for thought_id in group]
             projects = {member.project_id for member in members}
             newest = max(members, key=lambda member: member.created_at)
-            groups.append(
-                ClusterGroup(members, projects.pop() if len(projects) == 1 else None, cluster_title(newest))
-            )
+            groups.append(ClusterGroup(members, projects.pop() if len(projects) == 1 else None, cluster_title(newest)))
         return groups, len(ids)
 
-    async def materialize(
-        self, group: ClusterGroup, vector: list[float] | None, model_id: str | None
-    ) -> ClusterGroup:
+    async def materialize(self, group: ClusterGroup, vector: list[float] | None, model_id: str | None) -> ClusterGroup:
         project = None
         if group.project_id is not None:
             project = await ProjectRepository(self.session).get(group.project_id)

@@ -147,9 +147,7 @@ class EdgeService:
         if current is None:  # deleted since it was read: a stale preview never writes blindly
             raise edge_not_found(edge.id)
         await self.validate_retype(current, new_type)
-        project_id = (
-            await self.session.execute(select(Edge.project_id).where(Edge.id == edge.id))
-        ).scalar_one()
+        project_id = (await self.session.execute(select(Edge.project_id).where(Edge.id == edge.id))).scalar_one()
         await self.delete(edge.id)
         new_edge_id = new_id()
         await self.session.execute(

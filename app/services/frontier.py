@@ -46,9 +46,7 @@ class FrontierService:
         is_superseded = (
             select(Edge.id)
             .join(replacer, replacer.c.id == Edge.source_id)
-            .where(
-                Edge.target_id == Thought.id, Edge.type == EdgeType.replaces, replacer.c.status != "archived"
-            )
+            .where(Edge.target_id == Thought.id, Edge.type == EdgeType.replaces, replacer.c.status != "archived")
             .exists()
         )
         statement = thought_select().where(

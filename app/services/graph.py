@@ -44,9 +44,7 @@ class GraphService:
         self.thoughts = ThoughtRepository(session)
         self.edges = EdgeRepository(session)
 
-    async def neighbourhood(
-        self, thought_id: uuid.UUID, max_edges: int
-    ) -> tuple[list[Neighbour], list[Neighbour]]:
+    async def neighbourhood(self, thought_id: uuid.UUID, max_edges: int) -> tuple[list[Neighbour], list[Neighbour]]:
         """(upstream: edges into the thought, downstream: edges out of it), one hop, every type."""
         edges = await self.edges.incident(thought_id, max_edges)
         others = await self.thoughts.get_many(
@@ -56,21 +54,15 @@ class GraphService:
         downstream = [Neighbour(e, others[e.target_id]) for e in edges if e.source_id == thought_id]
         return upstream, downstream
 
-    async def chain(
-        self, thought_id: uuid.UUID, max_depth: int, cap: int
-    ) -> tuple[list[ChainStep], list[ChainStep]]:
+    async def chain(self, thought_id: uuid.UUID, max_depth: int, cap: int) -> tuple[list[ChainStep], list[ChainStep]]:
         """Ancestors (upstream) and descendants (downstream) over parent/develops, up to max_depth hops."""
         upstream = await self._walk(thought_id, "target_id", "source_id", max_depth, cap)
         downstream = await self._walk(thought_id, "source_id", "target_id", max_depth, cap)
         return upstream, downstream
 
-    async def _walk(
-        self, start: uuid.UUID, this_end: str, next_end: str, max_depth: int, cap: int
-    ) -> list[ChainStep]:
+    async def _walk(self, start: uuid.UUID, this_end: str, next_end: str, max_depth: int, cap: int) -> list[ChainStep]:
         sql = _CHAIN_SQL.format(this_end=this_end, next_end=f"e.{next_end}", next_e=f"e.{next_end}")
-        rows = (
-            await self.session.execute(text(sql), {"start": start, "max_depth": max_depth, "cap": cap})
-        ).all()
+        rows = (await self.session.execute(text(sql), {"start": start, "max_depth": max_depth, "cap": cap})).all()
         ends = [row.source_id if next_end == "source_id" else row.target_id for row in rows]
         records = await self.thoughts.get_many(ends)
         return [

@@ -56,7 +56,8 @@ CHECKS: tuple[Check, ...] = (
         "empty_clusters",
         "warning",
         f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c WHERE c.is_cluster "
-        "AND c.status <> 'archived' AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')",
+        "AND c.status <> 'archived' AND NOT EXISTS "
+        "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')",
     ),
     Check(
         "cluster_health",
@@ -208,9 +209,7 @@ class HealthService:
         critical_categories: set[str] = set()
         warning_categories: set[str] = set()
         for check in CHECKS:
-            rows = (
-                await self.session.execute(text(f"SELECT * FROM ({check.sql}) AS finding LIMIT 10000"))
-            ).all()
+            rows = (await self.session.execute(text(f"SELECT * FROM ({check.sql}) AS finding LIMIT 10000"))).all()
             count = len(rows)
             findings[check.severity] += count
             if count and check.severity == "critical":
@@ -224,9 +223,7 @@ class HealthService:
                 entry["details"] = [_detail(row) for row in rows[:DETAIL_LIMIT]]
             categories.setdefault(check.category, {})[check.name] = entry
         score = 100 - 40 * len(critical_categories) - 15 * len(warning_categories) - 0.25 * findings["info"]
-        statuses = await self.session.execute(
-            text("SELECT status, count(*) AS n FROM thought GROUP BY status")
-        )
+        statuses = await self.session.execute(text("SELECT status, count(*) AS n FROM thought GROUP BY status"))
         by_status = {"draft": 0, "active": 0, "archived": 0} | {row.status: int(row.n) for row in statuses}
         return {
             "health_score": round(min(100.0, max(0.0, score)), 2),

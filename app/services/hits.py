@@ -24,9 +24,7 @@ class HitService:
         ids = sorted(set(thought_ids))  # a stable lock order keeps concurrent callers deadlock-free
         if not ids:
             return
-        source = (
-            select(Thought.id, Thought.project_id, literal(1)).where(Thought.id.in_(ids)).order_by(Thought.id)
-        )
+        source = select(Thought.id, Thought.project_id, literal(1)).where(Thought.id.in_(ids)).order_by(Thought.id)
         statement = (
             pg_insert(ThoughtHit)
             .from_select(["thought_id", "project_id", "hit_count"], source)
@@ -38,16 +36,13 @@ class HitService:
         )
         rows = (await self.session.execute(statement)).all()
         # Promotion happens at the moment the count reaches the threshold, once.
-        await self._promote(
-            [(row.thought_id, row.project_id) for row in rows if row.hit_count == self.threshold]
-        )
+        await self._promote([(row.thought_id, row.project_id) for row in rows if row.hit_count == self.threshold])
 
     async def _promote(self, reached: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
         if not reached:
             return
         values = [
-            {"id": new_id(), "thought_id": thought_id, "project_id": project_id}
-            for thought_id, project_id in reached
+            {"id": new_id(), "thought_id": thought_id, "project_id": project_id} for thought_id, project_id in reached
         ]
         inserted = await self.session.execute(
             pg_insert(Primer).values(values).on_conflict_do_nothing().returning(Primer.thought_id)

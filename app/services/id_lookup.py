@@ -29,4 +29,6 @@ def parse_id_query(query: str) -> IdQuery | None:
 
 
 def id_not_found_warning(query: str) -> str:
-    return f'id_not_found: "{query}" is id-shaped but no thought carries it — the answer is a normal search for that text'
+    return (
+        f'id_not_found: "{query}" is id-shaped but no thought carries it — the answer is a normal search for that text'
+    )

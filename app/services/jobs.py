@@ -32,9 +32,7 @@ class JobSettings:
 
 
 async def _locked(session: AsyncSession, key: int) -> bool:
-    return bool(
-        (await session.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key})).scalar()
-    )
+    return bool((await session.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key})).scalar())
 
 
 async def decay_importance(db: Database, settings: JobSettings, force: bool = False) -> int | None:
@@ -47,7 +45,8 @@ async def decay_importance(db: Database, settings: JobSettings, force: bool = Fa
             or (
                 await session.execute(
                     text(
-                        "SELECT coalesce(max(created_at) < now() - make_interval(secs => :seconds), true) FROM audit_event "
+                        "SELECT coalesce(max(created_at) < now() - make_interval(secs => :seconds), true) "
+                        "FROM audit_event "
                         "WHERE tool = 'jobs' AND action = 'importance_decay'"
                     ),
                     {"seconds": settings.decay_interval.total_seconds()},
@@ -64,9 +63,7 @@ async def decay_importance(db: Database, settings: JobSettings, force: bool = Fa
             {"rate": settings.decay_rate},
         )
         decayed = int(result.rowcount or 0)  # type: ignore[attr-defined]
-        await AuditRepository(session).record(
-            None, "jobs", "importance_decay", [], None, {"decayed": decayed}
-        )
+        await AuditRepository(session).record(None, "jobs", "importance_decay", [], None, {"decayed": decayed})
         return decayed
 
 

@@ -71,13 +71,9 @@ def choose_edge(subject: Subject, neighbour: ThoughtRecord, similarity: float) -
     signals = {"similarity": round(similarity, 4), "overlap": round(overlap, 4), "cues": sorted(mine)}
     confident = round(min(1.0, similarity + 0.1), 4)
     if newer and overlap >= REPLACES_OVERLAP and "evolution" in mine:
-        return PlannedEdge(
-            neighbour, EdgeType.replaces, confident, "newer restatement with an evolution cue", signals
-        )
+        return PlannedEdge(neighbour, EdgeType.replaces, confident, "newer restatement with an evolution cue", signals)
     if (("negation" in mine) != ("negation" in theirs)) and similarity >= CONTRADICTS_SIMILARITY:
-        return PlannedEdge(
-            neighbour, EdgeType.contradicts, confident, "close meaning, one side negated", signals
-        )
+        return PlannedEdge(neighbour, EdgeType.contradicts, confident, "close meaning, one side negated", signals)
     if "evidential" in mine:
         return PlannedEdge(neighbour, EdgeType.supports, confident, "evidential cue", signals)
     if "evolution" in mine and newer and overlap >= DEVELOPS_OVERLAP:
@@ -146,9 +142,7 @@ class PlacementEngine:
         ids = [thought.id for thought, _ in neighbours]
         clusters = (
             await self.session.execute(
-                select(Edge.target_id, Edge.source_id).where(
-                    Edge.type == EdgeType.cluster, Edge.target_id.in_(ids)
-                )
+                select(Edge.target_id, Edge.source_id).where(Edge.type == EdgeType.cluster, Edge.target_id.in_(ids))
             )
         ).all()
         votes: dict[uuid.UUID, int] = {}
@@ -158,9 +152,7 @@ class PlacementEngine:
             best, count = max(votes.items(), key=lambda item: (item[1], str(item[0])))
             size = (
                 await self.session.execute(
-                    select(func.count())
-                    .select_from(Edge)
-                    .where(Edge.source_id == best, Edge.type == EdgeType.cluster)
+                    select(func.count()).select_from(Edge).where(Edge.source_id == best, Edge.type == EdgeType.cluster)
                 )
             ).scalar_one()
             if count * 2 > len({row.target_id for row in clusters}) and size < CLUSTER_SIZE_LIMIT:

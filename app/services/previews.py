@@ -19,9 +19,7 @@ _FLOW_ARGUMENTS = frozenset({"confirm", "preview_token", "action"})
 
 def fingerprint(arguments: dict[str, Any]) -> str:
     """A stable digest of the previewed arguments (flow arguments excluded)."""
-    relevant = {
-        key: value for key, value in arguments.items() if key not in _FLOW_ARGUMENTS and value is not None
-    }
+    relevant = {key: value for key, value in arguments.items() if key not in _FLOW_ARGUMENTS and value is not None}
     canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -57,7 +55,8 @@ class PreviewService:
             raise bad_request(f"preview_token {token} was issued to another user — {hint}")
         if (row.tool, row.action) != (tool, action):
             raise bad_request(
-                f"preview_token {token} was issued for {row.tool} action={row.action}, not {tool} action={action} — {hint}"
+                f"preview_token {token} was issued for {row.tool} action={row.action}, "
+                f"not {tool} action={action} — {hint}"
             )
         if row.used_at is not None:
             raise AppError(ErrorKind.conflict, f"preview_token {token} was already used — {hint}")

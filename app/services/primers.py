@@ -23,9 +23,7 @@ class PrimerService:
         )
 
     async def list(self, cap: int) -> list[dict[str, Any]]:
-        statement = (
-            self._select().order_by(func.coalesce(ThoughtHit.hit_count, 0).desc(), Primer.id).limit(cap)
-        )
+        statement = self._select().order_by(func.coalesce(ThoughtHit.hit_count, 0).desc(), Primer.id).limit(cap)
         return [_shape(row) for row in await self.session.execute(statement)]
 
     async def get(self, primer_id: uuid.UUID) -> dict[str, Any] | None:

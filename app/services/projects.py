@@ -67,9 +67,7 @@ class ProjectService:
     async def plan_delete(self, project_id: uuid.UUID) -> DeletePlan:
         project = await self.get(project_id)
         if project.is_default:
-            raise bad_request(
-                "The default project cannot be deleted (it receives the thoughts of deleted projects)"
-            )
+            raise bad_request("The default project cannot be deleted (it receives the thoughts of deleted projects)")
         default = await self.projects.ensure_default()
         return DeletePlan(project, await self.projects.thought_count(project.id), default)
 
@@ -77,9 +75,7 @@ class ProjectService:
         """Move every thought (with its edges, links, hits, primers, proposals) to the default project."""
         for table in _PROJECT_SCOPED:
             await self.session.execute(
-                update(table)
-                .where(table.project_id == plan.project.id)
-                .values(project_id=plan.default_project.id)
+                update(table).where(table.project_id == plan.project.id).values(project_id=plan.default_project.id)
             )
         await self.projects.delete(plan.project.id)
         await AuditRepository(self.session).record(

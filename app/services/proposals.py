@@ -83,9 +83,7 @@ class ProposalService:
         """Both endpoints (id, updated_at, status) and the edge type between them, hashed."""
         ids = [source_id] if target_id is None else [source_id, target_id]
         rows = await self.session.execute(
-            select(Thought.id, Thought.updated_at, Thought.status)
-            .where(Thought.id.in_(ids))
-            .order_by(Thought.id)
+            select(Thought.id, Thought.updated_at, Thought.status).where(Thought.id.in_(ids)).order_by(Thought.id)
         )
         parts = [f"{row.id}:{row.updated_at.isoformat()}:{row.status.value}" for row in rows]
         if target_id is not None:
@@ -95,9 +93,7 @@ class ProposalService:
 
     # ------------------------------------------------------------ enqueue
 
-    async def enqueue(
-        self, subject: ThoughtRecord, plan: Plan, max_proposals: int
-    ) -> tuple[list[uuid.UUID], int]:
+    async def enqueue(self, subject: ThoughtRecord, plan: Plan, max_proposals: int) -> tuple[list[uuid.UUID], int]:
         pending = (
             await self.session.execute(
                 select(func.count())
@@ -118,10 +114,7 @@ class ProposalService:
                 continue
             values["fingerprint"] = await self.fingerprint(values["source_id"], values.get("target_id"))
             inserted = await self.session.execute(
-                pg_insert(PlacementProposal)
-                .values(**values)
-                .on_conflict_do_nothing()
-                .returning(PlacementProposal.id)
+                pg_insert(PlacementProposal).values(**values).on_conflict_do_nothing().returning(PlacementProposal.id)
             )
             proposal_id = inserted.scalar_one_or_none()
             if proposal_id is None:
@@ -201,9 +194,7 @@ class ProposalService:
         if kind is not None:
             clauses.append(PlacementProposal.kind == kind)
         total = await self._count(clauses)
-        retired = (
-            0 if include_retired else await self._count([*clauses, PlacementProposal.kind.in_(RETIRED_KINDS)])
-        )
+        retired = 0 if include_retired else await self._count([*clauses, PlacementProposal.kind.in_(RETIRED_KINDS)])
         visible = clauses if include_retired else [*clauses, PlacementProposal.kind.not_in(RETIRED_KINDS)]
         statement = (
             select(*_COLUMNS)
@@ -386,9 +377,7 @@ class ProposalService:
         if thought is None or thought.status != ThoughtStatus.archived or previous in (None, "archived"):
             return {**row, "status": "skipped", "reason": "the thought changed since it was archived"}
         if execute:
-            await self.thoughts.update_fields(
-                thought_id, {"status": ThoughtStatus(previous), "archived_at": None}
-            )
+            await self.thoughts.update_fields(thought_id, {"status": ThoughtStatus(previous), "archived_at": None})
             await self._set_status(proposal.id, ProposalStatus.rolled_back)
         return {**row, "status": "reverted" if execute else "would_revert"}
 

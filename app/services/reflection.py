@@ -81,14 +81,10 @@ class ReflectionService:
         await self.slots.write("project_context", owner, content)
         return True
 
-    async def _edit_goals(
-        self, add: list[str], remove: list[str], owner: uuid.UUID | None
-    ) -> tuple[int, int]:
+    async def _edit_goals(self, add: list[str], remove: list[str], owner: uuid.UUID | None) -> tuple[int, int]:
         if not add and not remove:
             return 0, 0
-        lines = [
-            line for line in (await self.slots.own_row("active_goals", owner)).splitlines() if line.strip()
-        ]
+        lines = [line for line in (await self.slots.own_row("active_goals", owner)).splitlines() if line.strip()]
         needles = [needle.lower() for needle in remove if needle.strip()]
         kept = [line for line in lines if not any(needle in line.lower() for needle in needles)]
         removed = len(lines) - len(kept)

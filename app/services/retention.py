@@ -62,9 +62,7 @@ class RetentionService:
         self.principal = principal
         self.thoughts = ThoughtRepository(session)
 
-    async def candidates(
-        self, rule: RetentionRule, limit: int, offset: int
-    ) -> tuple[list[ThoughtRecord], int]:
+    async def candidates(self, rule: RetentionRule, limit: int, offset: int) -> tuple[list[ThoughtRecord], int]:
         clauses = candidate_clauses(rule)
         total = (
             await self.session.execute(select(func.count()).select_from(Thought).where(and_(*clauses)))
@@ -150,9 +148,7 @@ class RetentionService:
         for source_id in dict.fromkeys(source_ids):
             plan = await merger.merge_plan(source_id, summary_id, lock=True, allow_archived_source=True)
             await merger.merge(plan, {})
-        await self.session.execute(
-            update(Thought).where(Thought.id == summary_id).values(updated_at=func.now())
-        )
+        await self.session.execute(update(Thought).where(Thought.id == summary_id).values(updated_at=func.now()))
         created = await self.thoughts.get(summary_id)
         assert created is not None
         return created

@@ -196,9 +196,7 @@ class SearchService:
             if record is None:
                 continue
             similarity = 1.0 - distances[thought_id] if thought_id in distances else None
-            sources = [
-                name for name, leg in (("embedding", semantic), ("bm25", bm25.keys())) if thought_id in leg
-            ]
+            sources = [name for name, leg in (("embedding", semantic), ("bm25", bm25.keys())) if thought_id in leg]
             hit = Hit(thought=record, match_source=sources, similarity=similarity, rrf_score=rrf)
             hit.bm25_score = bm25.get(thought_id)
             hit.relevance = None if similarity is None else self.calibration.relevance(similarity)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -52,7 +52,7 @@ class SlotService:
 
     async def stored(self, name: str, project_id: uuid.UUID | None) -> StoredSlot | None:
         """The project row if there is one, else the global row."""
-        owner = Slot.project_id.is_(None)
+        owner: ColumnElement[bool] = Slot.project_id.is_(None)
         if project_id is not None:
             owner = or_(owner, Slot.project_id == project_id)
         statement = select(Slot.project_id, Slot.content, Slot.updated_at).where(Slot.name == name, owner)
@@ -86,23 +86,17 @@ class SlotService:
         decisions = await self._primer_thoughts(project_id)
         views = [
             self._view("pending_items", scope, True, "\n".join(pending_lines), None),
-            self._view(
-                "architecture_decisions", scope, True, "\n".join(f"- {t.content}" for t in decisions), None
-            ),
+            self._view("architecture_decisions", scope, True, "\n".join(f"- {t.content}" for t in decisions), None),
         ]
         for name in STORED_SLOTS:
             row = await self.stored(name, project_id)
             row_scope = "project" if row is not None and row.project_id is not None else "global"
             views.append(
-                self._view(
-                    name, row_scope, False, row.content if row else "", row.updated_at if row else None
-                )
+                self._view(name, row_scope, False, row.content if row else "", row.updated_at if row else None)
             )
         return views
 
-    def _view(
-        self, name: str, scope: str, virtual: bool, content: str, updated_at: datetime | None
-    ) -> SlotView:
+    def _view(self, name: str, scope: str, virtual: bool, content: str, updated_at: datetime | None) -> SlotView:
         text, truncated = cut(content, self.max_chars)
         return SlotView(name, scope, virtual, text, truncated, self.max_chars, updated_at)
 

@@ -111,9 +111,7 @@ class StoreService:
                 await self.thoughts.find_live_by_content(project.id, [row.content for row in valid])
             ).items()
         }
-        existing_tags = {
-            t.id: list(t.tags) for t in (await self.thoughts.get_many(list(existing.values()))).values()
-        }
+        existing_tags = {t.id: list(t.tags) for t in (await self.thoughts.get_many(list(existing.values()))).values()}
         original_tags = {thought_id: list(tags) for thought_id, tags in existing_tags.items()}
         results: list[uuid.UUID | AppError] = []
         inserts: list[dict[str, Any]] = []
@@ -211,9 +209,7 @@ class StoreService:
             "embedding_model": model_id if vector is not None else None,
         }
 
-    def _parent_edge(
-        self, parent_id: uuid.UUID, child_id: uuid.UUID, project_id: uuid.UUID
-    ) -> dict[str, Any]:
+    def _parent_edge(self, parent_id: uuid.UUID, child_id: uuid.UUID, project_id: uuid.UUID) -> dict[str, Any]:
         # parent → child: the source of a parent edge is the parent (DESIGN.md §10).
         return {
             "id": new_id(),

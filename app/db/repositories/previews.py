@@ -29,9 +29,7 @@ class PreviewRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def insert(
-        self, user_id: uuid.UUID | None, tool: str, action: str, fingerprint: str, ttl: int
-    ) -> uuid.UUID:
+    async def insert(self, user_id: uuid.UUID | None, tool: str, action: str, fingerprint: str, ttl: int) -> uuid.UUID:
         token = new_id()
         await self.session.execute(
             insert(PreviewToken).values(
@@ -64,6 +62,4 @@ class PreviewRepository:
         return PreviewTokenRow(**row._mapping) if row else None
 
     async def mark_used(self, token: uuid.UUID) -> None:
-        await self.session.execute(
-            update(PreviewToken).where(PreviewToken.id == token).values(used_at=func.now())
-        )
+        await self.session.execute(update(PreviewToken).where(PreviewToken.id == token).values(used_at=func.now()))

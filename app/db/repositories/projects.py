@@ -90,9 +90,7 @@ class ProjectRepository:
         if row:
             return _record(row)
         await self.session.execute(
-            pg_insert(Project)
-            .values(id=new_id(), name=DEFAULT_PROJECT_NAME, is_default=True)
-            .on_conflict_do_nothing()
+            pg_insert(Project).values(id=new_id(), name=DEFAULT_PROJECT_NAME, is_default=True).on_conflict_do_nothing()
         )
         row = (await self.session.execute(select(*_COLUMNS).where(Project.is_default))).first()
         if row is None:  # the name 'default' is taken by an ordinary project

@@ -105,28 +105,20 @@ class SearchRepository:
     ) -> tuple[list[ThoughtRecord], int]:
         """Thoughts whose id falls in [low, high] (an id prefix), in id order, and how many there are."""
         in_range = and_(Thought.id >= low, Thought.id <= high, *where.clauses())
-        total = (
-            await self.session.execute(select(func.count()).select_from(Thought).where(in_range))
-        ).scalar_one()
+        total = (await self.session.execute(select(func.count()).select_from(Thought).where(in_range))).scalar_one()
         rows = await self.session.execute(thought_select().where(in_range).order_by(Thought.id).limit(cap))
         return [to_record(row) for row in rows], int(total)
 
-    async def standing_edges(
-        self, thought_ids: Sequence[uuid.UUID]
-    ) -> list[tuple[uuid.UUID, uuid.UUID, EdgeType]]:
+    async def standing_edges(self, thought_ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID, EdgeType]]:
         """`replaces` edges into the thoughts from non-archived sources, and `contradicts` edges at either end."""
         if not thought_ids:
             return []
         ids = list(thought_ids)
-        live_source = select(Thought.id).where(
-            Thought.id == Edge.source_id, Thought.status != ThoughtStatus.archived
-        )
+        live_source = select(Thought.id).where(Thought.id == Edge.source_id, Thought.status != ThoughtStatus.archived)
         statement = select(Edge.source_id, Edge.target_id, Edge.type).where(
             or_(
                 and_(Edge.type == EdgeType.replaces, Edge.target_id.in_(ids), live_source.exists()),
-                and_(
-                    Edge.type == EdgeType.contradicts, or_(Edge.source_id.in_(ids), Edge.target_id.in_(ids))
-                ),
+                and_(Edge.type == EdgeType.contradicts, or_(Edge.source_id.in_(ids), Edge.target_id.in_(ids))),
             )
         )
         return [(row.source_id, row.target_id, row.type) for row in await self.session.execute(statement)]

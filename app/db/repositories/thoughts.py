@@ -89,9 +89,7 @@ class ThoughtRepository:
         rows = await self.session.execute(select(Thought.id).where(Thought.id.in_(set(thought_ids))))
         return {row.id for row in rows}
 
-    async def find_live_by_content(
-        self, project_id: uuid.UUID, contents: Sequence[str]
-    ) -> dict[str, ThoughtRecord]:
+    async def find_live_by_content(self, project_id: uuid.UUID, contents: Sequence[str]) -> dict[str, ThoughtRecord]:
         """Draft/active thoughts of a project whose content equals one of `contents` (oldest wins)."""
         if not contents:
             return {}
@@ -153,9 +151,6 @@ class ThoughtRepository:
 
     async def touch(self, thought_id: uuid.UUID) -> datetime:
         result = await self.session.execute(
-            update(Thought)
-            .where(Thought.id == thought_id)
-            .values(updated_at=func.now())
-            .returning(Thought.updated_at)
+            update(Thought).where(Thought.id == thought_id).values(updated_at=func.now()).returning(Thought.updated_at)
         )
         return result.scalar_one()

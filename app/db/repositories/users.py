@@ -34,9 +34,7 @@ class UserRepository:
 
     async def find(self, name: str) -> Principal | None:
         row = (
-            await self.session.execute(
-                select(AppUser.id, AppUser.name, AppUser.role).where(AppUser.name == name)
-            )
+            await self.session.execute(select(AppUser.id, AppUser.name, AppUser.role).where(AppUser.name == name))
         ).first()
         return Principal(user_id=row.id, name=row.name, role=row.role) if row else None
 
@@ -82,8 +80,6 @@ class UserRepository:
 
     async def revoke_token(self, token_id: uuid.UUID) -> bool:
         result = await self.session.execute(
-            update(ApiToken)
-            .where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
-            .values(revoked_at=func.now())
+            update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None)).values(revoked_at=func.now())
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]

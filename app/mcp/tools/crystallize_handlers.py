@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from app.db.records import ThoughtRecord
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtFilter
-from app.db.records import ThoughtRecord
 from app.errors import unavailable
 from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.mcp.registry import CallContext, ToolAnswer
@@ -81,17 +81,10 @@ async def cluster(args: ClusterArgs, ctx: CallContext) -> ToolAnswer:
     shape = ThoughtShaper(compact=False)
     item = {
         "cluster": shape(created),
-        "edges": [
-            {"source_id": str(e.source_id), "target_id": str(e.target_id), "type": e.type.value}
-            for e in edges
-        ],
+        "edges": [{"source_id": str(e.source_id), "target_id": str(e.target_id), "type": e.type.value} for e in edges],
         "members": [shape(member) for member in members],
     }
-    scope = (
-        None
-        if project is None
-        else {"project": str(project.id), "project_name": project.name, "global": False}
-    )
+    scope = None if project is None else {"project": str(project.id), "project_name": project.name, "global": False}
     meta = Meta("cluster", scope=scope, counts={"members": len(members), "edges": len(edges)})
     return ToolAnswer(single(meta, item))
 
@@ -100,18 +93,14 @@ async def auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> ToolAnswer:
     profile = ctx.app.embedding.profile
     if profile is None:
         raise unavailable("auto_cluster needs the embedder, which is not ready; retry shortly")
-    max_distance = (
-        args.min_similarity or ctx.app.limits.auto_cluster_distance or profile.auto_cluster_distance
-    )
+    max_distance = args.min_similarity or ctx.app.limits.auto_cluster_distance or profile.auto_cluster_distance
     min_members = args.min_members or ctx.app.limits.auto_cluster_min_members
     shape = ThoughtShaper(compact=True)
     async with ctx.app.db.unit_of_work() as session:
         service = ClusterService(session, ctx.principal)
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "auto_cluster", previewed_arguments(args), args.preview_token
-            )
+            await previews.redeem(ctx.principal, TOOL, "auto_cluster", previewed_arguments(args), args.preview_token)
         groups, candidates = await service.auto_groups(
             max_distance, min_members, ctx.app.limits.auto_cluster_min_age_days, profile.model_id
         )
@@ -137,9 +126,7 @@ async def auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> ToolAnswer:
         "Call memory_crystallize again with action=auto_cluster, the same min_similarity/min_members, "
         f"confirm=true, preview_token={token} to proceed."
     )
-    return ToolAnswer(
-        _collection("auto_cluster", items, counts, preview_meta(token, consequence, instruction))
-    )
+    return ToolAnswer(_collection("auto_cluster", items, counts, preview_meta(token, consequence, instruction)))
 
 
 def _collection(

@@ -139,11 +139,7 @@ async def resolve_project(args: ResolveArgs, ctx: CallContext) -> ToolAnswer:
         )
     async with ctx.app.db.unit_of_work() as session:
         project = await ProjectService(session).resolve(args.cwd or "")
-    item = (
-        None
-        if project is None
-        else {"id": str(project.id), "name": project.name, "local_path": project.local_path}
-    )
+    item = None if project is None else {"id": str(project.id), "name": project.name, "local_path": project.local_path}
     meta = Meta("resolve", reason=None if project else "no_match")
     return ToolAnswer(single(meta, item))
 

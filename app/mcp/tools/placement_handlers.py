@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 
 TOOL = "edge_review"
 SLIM_EDGES = 3
-PIN_THOUGHT = "propose is not cross-project: the plan is restricted to the project the addressed thought (thought_id) belongs to"
+PIN_THOUGHT = (
+    "propose is not cross-project: the plan is restricted to the project the addressed thought (thought_id) belongs to"
+)
 PIN_DRAFT = "propose is not cross-project: the plan is restricted to the default project (draft content)"
 
 
@@ -52,9 +54,7 @@ def neighbour_threshold(ctx: CallContext) -> float:
     return profile.unrelated_floor + 0.1
 
 
-async def _subject(
-    ctx: CallContext, session: AsyncSession, thought: ThoughtRecord | None, content: str
-) -> Subject:
+async def _subject(ctx: CallContext, session: AsyncSession, thought: ThoughtRecord | None, content: str) -> Subject:
     vector = None
     profile = ctx.app.embedding.profile
     if thought is not None and profile is not None and thought.embedding_model == profile.model_id:
@@ -163,9 +163,7 @@ async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
         plan = await PlacementEngine(session, neighbour_threshold(ctx)).plan(
             subject, project_id, profile.model_id if profile else None
         )
-        created, skipped = await ProposalService(session, ctx.principal).enqueue(
-            thought, plan, args.max_proposals
-        )
+        created, skipped = await ProposalService(session, ctx.principal).enqueue(thought, plan, args.max_proposals)
     item = {
         "thought_id": str(thought_id),
         "proposal_ids": [str(p) for p in created],
@@ -219,9 +217,7 @@ async def apply_batch(args: ApplyBatchArgs, ctx: CallContext) -> ToolAnswer:
         service = ProposalService(session, ctx.principal)
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "apply_batch", previewed_arguments(args), args.preview_token
-            )
+            await previews.redeem(ctx.principal, TOOL, "apply_batch", previewed_arguments(args), args.preview_token)
             run_id = uuid.uuid4()
             rows = []
             for proposal_id in dict.fromkeys(ids):
@@ -253,9 +249,7 @@ async def apply_batch(args: ApplyBatchArgs, ctx: CallContext) -> ToolAnswer:
                     }
                 )
         token = await previews.issue(ctx.principal, TOOL, "apply_batch", previewed_arguments(args))
-    return ToolAnswer(
-        collection(Meta("apply_batch", counts=_status_counts(rows), preview=preview_meta(token)), rows)
-    )
+    return ToolAnswer(collection(Meta("apply_batch", counts=_status_counts(rows), preview=preview_meta(token)), rows))
 
 
 def _status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -270,17 +264,13 @@ async def rollback(args: RollbackArgs, ctx: CallContext) -> ToolAnswer:
         service = ProposalService(session, ctx.principal)
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "rollback", previewed_arguments(args), args.preview_token
-            )
+            await previews.redeem(ctx.principal, TOOL, "rollback", previewed_arguments(args), args.preview_token)
         proposals = await service.run_rows(run_id)
         if not proposals:
             raise not_found(f"No accepted proposal carries run_id {run_id}")
         rows = [await service.rollback(proposal, args.confirm) for proposal in proposals]
         token = (
-            None
-            if args.confirm
-            else await previews.issue(ctx.principal, TOOL, "rollback", previewed_arguments(args))
+            None if args.confirm else await previews.issue(ctx.principal, TOOL, "rollback", previewed_arguments(args))
         )
     counts = {
         "reverted": sum(1 for row in rows if row["status"] in ("reverted", "would_revert")),

@@ -45,21 +45,15 @@ async def delete_primer(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         primer = await service.get(primer_id)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "delete", previewed_arguments(args), args.preview_token
-            )
+            await previews.redeem(ctx.principal, TOOL, "delete", previewed_arguments(args), args.preview_token)
             if primer is None or not await service.delete(primer_id):
                 return ToolAnswer(single(Meta("delete"), missing))
-            await AuditRepository(session).record(
-                ctx.principal.user_id, TOOL, "delete", [primer_id], None, primer
-            )
+            await AuditRepository(session).record(ctx.principal.user_id, TOOL, "delete", [primer_id], None, primer)
             return ToolAnswer(single(Meta("delete"), {"status": "deleted", "primer_id": str(primer_id)}))
         if primer is None:
             return ToolAnswer(single(Meta("delete"), missing))
         token = await previews.issue(ctx.principal, TOOL, "delete", previewed_arguments(args))
-    consequence = (
-        f"Removes primer {primer_id} from the always-at-hand set; thought {primer['thought_id']} stays."
-    )
+    consequence = f"Removes primer {primer_id} from the always-at-hand set; thought {primer['thought_id']} stays."
     instruction = (
         f"Call memory_primers again with action=delete, primer_id={primer_id}, confirm=true, "
         f"preview_token={token} to proceed."

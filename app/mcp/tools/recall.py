@@ -111,9 +111,7 @@ async def get_thought(args: GetArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
     async with ctx.app.db.unit_of_work() as session:
         hits = HitService(session, ctx.app.limits.primer_threshold)
-        found = await RecallService(session, hits).get(
-            thought_id, args.include_edges, ctx.app.limits.graph_max_degree
-        )
+        found = await RecallService(session, hits).get(thought_id, args.include_edges, ctx.app.limits.graph_max_degree)
         ids = [found.thought.id, *(n.thought.id for n in [*found.upstream, *found.downstream])]
         links = await UrlLinkRepository(session).for_thoughts(ids) if args.include_url_links else None
     shape = shaper(args, links)
@@ -135,11 +133,7 @@ async def list_thoughts(args: ListArgs, ctx: CallContext) -> ToolAnswer:
         )
         hits = HitService(session, ctx.app.limits.primer_threshold)
         rows, total = await RecallService(session, hits).page(where, args.limit, args.offset)
-        links = (
-            await UrlLinkRepository(session).for_thoughts(r.id for r in rows)
-            if args.include_url_links
-            else None
-        )
+        links = await UrlLinkRepository(session).for_thoughts(r.id for r in rows) if args.include_url_links else None
     shape = shaper(args, links)
     meta = Meta(
         "list",

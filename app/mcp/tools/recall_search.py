@@ -31,21 +31,15 @@ def calibration(ctx: CallContext) -> Calibration:
     profile = ctx.app.embedding.profile
     limits = ctx.app.limits
     unrelated = (
-        limits.unrelated_floor
-        if limits.unrelated_floor is not None
-        else (profile.unrelated_floor if profile else 0.8)
+        limits.unrelated_floor if limits.unrelated_floor is not None else (profile.unrelated_floor if profile else 0.8)
     )
-    strong = (
-        limits.vector_floor if limits.vector_floor is not None else (profile.vector_floor if profile else 0.9)
-    )
+    strong = limits.vector_floor if limits.vector_floor is not None else (profile.vector_floor if profile else 0.9)
     return Calibration(unrelated, strong)
 
 
 def search_service(session: AsyncSession, ctx: CallContext) -> SearchService:
     hits = HitService(session, ctx.app.limits.primer_threshold)
-    return SearchService(
-        session, ctx.app.embedding, calibration(ctx), ctx.app.limits.default_min_relevance, hits
-    )
+    return SearchService(session, ctx.app.embedding, calibration(ctx), ctx.app.limits.default_min_relevance, hits)
 
 
 def _shaper(args: ReadArgs, links: dict[Any, Any] | None) -> ThoughtShaper:
@@ -139,9 +133,7 @@ async def _run_search(
     return ToolAnswer(answer)
 
 
-def _group_by_cluster(
-    hits: list[Hit], items: list[dict[str, Any]], clusters: dict[Any, Any]
-) -> list[dict[str, Any]]:
+def _group_by_cluster(hits: list[Hit], items: list[dict[str, Any]], clusters: dict[Any, Any]) -> list[dict[str, Any]]:
     """Un-clustered hits first, then one group per cluster in order of its first hit."""
     loose: list[dict[str, Any]] = []
     groups: dict[Any, dict[str, Any]] = {}
@@ -151,9 +143,7 @@ def _group_by_cluster(
             loose.append(item)
             continue
         cluster_id, content = cluster
-        group = groups.setdefault(
-            cluster_id, {"cluster": {"id": str(cluster_id), "content": content}, "items": []}
-        )
+        group = groups.setdefault(cluster_id, {"cluster": {"id": str(cluster_id), "content": content}, "items": []})
         group["items"].append(item)
     return [*loose, *groups.values()]
 
@@ -203,9 +193,7 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
             ).thought
         else:
             scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-            where = SearchFilter(
-                scope.project.id if scope.project else None, status_filter("active"), None, None, None
-            )
+            where = SearchFilter(scope.project.id if scope.project else None, status_filter("active"), None, None, None)
             gate = args.min_relevance if args.min_relevance is not None else 0.0
             outcome = await search_service(session, ctx).search(
                 SearchQuery(args.query or "", where, 1, min_relevance=gate)

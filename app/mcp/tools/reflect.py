@@ -50,9 +50,7 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
         pending=[text.strip() for text in args.pending or [] if text.strip()],
         wake_days=args.wake_days,
     )
-    if not (
-        (data.summary or "").strip() or data.goals_add or data.goals_remove or data.decisions or data.pending
-    ):
+    if not ((data.summary or "").strip() or data.goals_add or data.goals_remove or data.decisions or data.pending):
         raise bad_request(
             "memory_reflect action=reflect has nothing to record: pass summary, goals_add, goals_remove, "
             "decisions or pending"
@@ -75,11 +73,7 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
             by_text,
             profile.model_id if by_text and profile else None,
         )
-    scope = (
-        None
-        if resolved is None
-        else {"project": str(resolved.id), "project_name": resolved.name, "global": False}
-    )
+    scope = None if resolved is None else {"project": str(resolved.id), "project_name": resolved.name, "global": False}
     return ToolAnswer(single(Meta("reflect", scope=scope), counts.__dict__))
 
 
@@ -92,11 +86,7 @@ async def timeline(args: TimelineArgs, ctx: CallContext) -> ToolAnswer:
         thoughts = ThoughtRepository(session)
         total = await thoughts.count(where)
         rows = await thoughts.page(where, args.limit, args.offset) if args.offset < total else []
-        links = (
-            await UrlLinkRepository(session).for_thoughts(r.id for r in rows)
-            if args.include_url_links
-            else None
-        )
+        links = await UrlLinkRepository(session).for_thoughts(r.id for r in rows) if args.include_url_links else None
     shape = ThoughtShaper(compact=bool(args.compact), fields=args.fields, url_links=links)
     meta = Meta(
         "timeline",

@@ -69,9 +69,7 @@ async def delete(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
         service = RetentionService(session, ctx.principal)
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "delete", previewed_arguments(args), args.preview_token
-            )
+            await previews.redeem(ctx.principal, TOOL, "delete", previewed_arguments(args), args.preview_token)
             removed = await service.hard_delete(thought_id)
             item = {
                 "status": "deleted",
@@ -112,7 +110,9 @@ async def compact(args: CompactArgs, ctx: CallContext) -> ToolAnswer:
     tags = normalize_tags(args.summary.tags, "summary.tags")
     project_id = uuid_arg(args.summary.project_id, "summary.project_id") if args.summary.project_id else None
     if not args.confirm:
-        instruction = "Call retention_review again with action=compact, the same source_ids and summary, confirm=true to proceed."
+        instruction = (
+            "Call retention_review again with action=compact, the same source_ids and summary, confirm=true to proceed."
+        )
         item = {
             "status": "preview",
             "preview": True,

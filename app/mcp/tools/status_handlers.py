@@ -7,18 +7,17 @@ from typing import TYPE_CHECKING, Any
 from app.db.repositories.projects import ProjectRepository
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ToolAnswer
-from app.mcp.shaping import ThoughtShaper, iso
-from app.services.health import HealthService
+from app.formats import iso
+from app.mcp.shaping import ThoughtShaper
 from app.services.frontier import FrontierService, content_short
+from app.services.health import HealthService
 from app.services.scope import resolve_read_scope
 from app.services.slots import SlotService
 
 if TYPE_CHECKING:
     from app.mcp.tools.status import ConfigArgs, FrontierArgs, HealthArgs, SlotsArgs
 
-NO_SLOT_SCOPE_WARNING = (
-    "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
-)
+NO_SLOT_SCOPE_WARNING = "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
 DEFAULT_PENDING_PAGE = 50
 
 

@@ -39,9 +39,7 @@ logger = logging.getLogger(__name__)
 
 TOOL = "memory_store"
 ContentStr = Annotated[str, StringConstraints(max_length=100_000)]
-UrlStr = Annotated[
-    str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$")
-]
+UrlStr = Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$")]
 Status = Literal["draft", "active", "archived"]
 
 

@@ -66,14 +66,10 @@ async def unlink(args: UnlinkArgs, ctx: CallContext) -> ToolAnswer:
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         edge = await service.get(edge_id)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "unlink", previewed_arguments(args), args.preview_token
-            )
+            await previews.redeem(ctx.principal, TOOL, "unlink", previewed_arguments(args), args.preview_token)
             if edge is None or not await service.delete(edge_id):
                 return ToolAnswer(single(Meta("unlink"), {"status": "not_found", "edge_id": str(edge_id)}))
-            await AuditRepository(session).record(
-                ctx.principal.user_id, TOOL, "unlink", [edge_id], None, _audit(edge)
-            )
+            await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink", [edge_id], None, _audit(edge))
             return ToolAnswer(single(Meta("unlink"), {"status": "deleted", "edge_id": str(edge_id)}))
         if edge is None:
             return ToolAnswer(single(Meta("unlink"), {"status": "not_found", "edge_id": str(edge_id)}))
@@ -105,7 +101,7 @@ async def unlink_batch(args: UnlinkBatchArgs, ctx: CallContext) -> ToolAnswer:
             missing = [str(edge_id) for edge_id, edge in edges.items() if edge is None]
             if missing:  # validated before any delete: never a partial prune
                 raise edge_not_found_many(missing)
-            for edge_id, edge in edges.items():
+            for edge_id in edges:
                 await service.delete(edge_id)
             await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink_batch", list(edges))
             items = [{"edge_id": str(edge_id), "status": "deleted"} for edge_id in edge_ids]
@@ -131,9 +127,7 @@ def _batch_preview_row(edge_id: uuid.UUID, edge: Any) -> dict[str, Any]:
 
 
 def edge_not_found_many(missing: list[str]) -> AppError:
-    return not_found(
-        f"Edge not found: {', '.join(missing)} — nothing was deleted; drop the missing ids and retry"
-    )
+    return not_found(f"Edge not found: {', '.join(missing)} — nothing was deleted; drop the missing ids and retry")
 
 
 async def retype(args: RetypeArgs, ctx: CallContext) -> ToolAnswer:
@@ -146,9 +140,7 @@ async def retype(args: RetypeArgs, ctx: CallContext) -> ToolAnswer:
             raise edge_not_found(edge_id)
         await service.validate_retype(edge, args.new_type)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "retype", previewed_arguments(args), args.preview_token
-            )
+            await previews.redeem(ctx.principal, TOOL, "retype", previewed_arguments(args), args.preview_token)
             created = await service.retype(edge, args.new_type)
             await AuditRepository(session).record(
                 ctx.principal.user_id,

@@ -27,14 +27,12 @@ async def archive(args: ArchiveArgs, ctx: CallContext) -> ToolAnswer:
     async with ctx.app.db.unit_of_work() as session:
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "archive", previewed_arguments(args), args.preview_token
-            )
-            thought = await SupersedeService(session, ctx.principal).archive(thought_id)
-            item = {
+            await previews.redeem(ctx.principal, TOOL, "archive", previewed_arguments(args), args.preview_token)
+            archived = await SupersedeService(session, ctx.principal).archive(thought_id)
+            item: dict[str, Any] = {
                 "status": "executed",
                 "action": "archive",
-                "result": ThoughtShaper(compact=False)(thought),
+                "result": ThoughtShaper(compact=False)(archived),
             }
             return ToolAnswer(single(Meta("archive"), item))
         thought = await ThoughtRepository(session).get(thought_id)
@@ -59,9 +57,7 @@ async def archive_batch(args: ArchiveBatchArgs, ctx: CallContext) -> ToolAnswer:
     async with ctx.app.db.unit_of_work() as session:
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
-            await previews.redeem(
-                ctx.principal, TOOL, "archive_batch", previewed_arguments(args), args.preview_token
-            )
+            await previews.redeem(ctx.principal, TOOL, "archive_batch", previewed_arguments(args), args.preview_token)
             rows = await SupersedeService(session, ctx.principal).archive_batch(thought_ids)
             failed = sum(1 for row in rows if row["status"] == "failed")
             meta = Meta("archive_batch", counts={"archived": len(rows) - failed, "failed": failed})
@@ -73,9 +69,7 @@ async def archive_batch(args: ArchiveBatchArgs, ctx: CallContext) -> ToolAnswer:
     for thought_id in thought_ids:
         # A repeated id previews as already_archived after its first occurrence.
         outcome = (
-            "already_archived"
-            if thought_id in seen and thought_id in found
-            else archive_outcome(found.get(thought_id))
+            "already_archived" if thought_id in seen and thought_id in found else archive_outcome(found.get(thought_id))
         )
         seen.add(thought_id)
         items.append({"thought_id": str(thought_id), "outcome": outcome})
@@ -115,9 +109,7 @@ async def merge(args: MergeArgs, ctx: CallContext) -> ToolAnswer:
                 values["embedding_model"] = profile.model_id if vectors and profile else None
             target, transferred = await service.merge(plan, values)
             result = {"target": ThoughtShaper(compact=False)(target), "edges_transferred": transferred}
-            return ToolAnswer(
-                single(Meta("merge"), {"status": "executed", "action": "merge", "result": result})
-            )
+            return ToolAnswer(single(Meta("merge"), {"status": "executed", "action": "merge", "result": result}))
         plan = await service.merge_plan(source_id, target_id)
         values = await _merge_values(args, ctx, plan, session)
         token = await previews.issue(ctx.principal, TOOL, "merge", previewed_arguments(args))
