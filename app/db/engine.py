@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from app.db.vector import register_vector_codec
 
 
 def build_engine(url: str, pool_size: int = 10) -> AsyncEngine:
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
@@ -17,6 +21,13 @@ def build_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         pool_timeout=10,
         connect_args={"command_timeout": 60, "server_settings": {"application_name": "synaptomind"}},
     )
+    event.listen(engine.sync_engine, "connect", _on_connect)
+    return engine
+
+
+def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    """Vectors travel in binary on every connection of the app's pool (app.db.vector)."""
+    dbapi_connection.run_async(register_vector_codec)
 
 
 class Database:

@@ -10,7 +10,6 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     Boolean,
     CheckConstraint,
@@ -32,6 +31,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.db.vector import EmbeddingVector
 
 EMBEDDING_DIM = 384
 
@@ -155,7 +156,7 @@ class Thought(Base):
     )
     created_at: Mapped[datetime] = _created_at()
     updated_at: Mapped[datetime] = _created_at()
-    embedding: Mapped[Any] = mapped_column(Vector(EMBEDDING_DIM), nullable=True)
+    embedding: Mapped[Any] = mapped_column(EmbeddingVector(EMBEDDING_DIM), nullable=True)
     embedding_model: Mapped[str | None] = mapped_column(String(200))
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True))
     __table_args__ = (

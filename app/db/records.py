@@ -63,3 +63,4 @@ class Principal:
     user_id: uuid.UUID | None
     name: str
     role: Role
+    token_id: uuid.UUID | None = None  # the API token used, for per-token limits

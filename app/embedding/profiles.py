@@ -34,15 +34,15 @@ PROFILES: dict[str, ModelProfile] = {
         hub_source="intfloat/multilingual-e5-small",
         model_file="onnx/model.onnx",
     ),
-    # Floors measured with bench/calibrate.py on tests/data/calibration_pairs.json (docs/CONFIG.md).
+    # Floors measured by `python -m bench.calibrate` on bench/data/retrieval_set.json (docs/BENCHMARKS.md).
     OFFLINE_MINILM: ModelProfile(
         model_id=OFFLINE_MINILM,
         dim=384,
         query_prefix="",
         passage_prefix="",
-        unrelated_floor=0.2,
-        vector_floor=0.6,
-        auto_cluster_distance=0.25,
+        unrelated_floor=0.23,
+        vector_floor=0.45,
+        auto_cluster_distance=0.15,
         hub_source=None,
         model_file="model.onnx",
     ),

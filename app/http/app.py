@@ -8,10 +8,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 from mcp.server.transport_security import TransportSecuritySettings
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -19,6 +20,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
 from app.mcp.server import PRINCIPAL_SCOPE_KEY, SynaptoServer
+from app.observability import render_metrics
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.health import SEVERITY_RANK, HealthService
@@ -132,6 +134,21 @@ async def _database_status(context: AppContext) -> str:
         return "unavailable"
 
 
+def metrics_endpoint(context: AppContext) -> Callable[[Request], Awaitable[Response]]:
+    """Prometheus text format; any authenticated role; no thought data in it."""
+
+    def pool_stats() -> tuple[int, int]:
+        pool = context.db.engine.pool
+        checked_out = getattr(pool, "checkedout", lambda: 0)()
+        size = getattr(pool, "size", lambda: 0)()
+        return int(checked_out), int(size)
+
+    async def metrics(request: Request) -> Response:
+        return Response(render_metrics(pool_stats), media_type=CONTENT_TYPE_LATEST)
+
+    return metrics
+
+
 def transport_security(host: str, port: int, hosts: list[str], origins: list[str]) -> TransportSecuritySettings:
     """DNS-rebinding protection stays on; loopback names are always allowed."""
     allowed_hosts = [*hosts, "127.0.0.1:*", "localhost:*", "[::1]:*"]
@@ -172,6 +189,7 @@ def build_http_app(
         Route("/health", health_endpoint(context), methods=["GET"]),
         Route("/api/health-check", health_check_endpoint(context), methods=["GET"]),
         Route("/api/health-check/fix", health_fix_endpoint(context), methods=["POST"]),
+        Route("/metrics", metrics_endpoint(context), methods=["GET"]),
         Mount("/", app=mcp_app),
     ]
     starlette = Starlette(routes=routes, lifespan=run)

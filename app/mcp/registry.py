@@ -6,7 +6,7 @@ Dispatch is the tool boundary: the only place that catches broad exceptions.
 from __future__ import annotations
 
 import logging
-import uuid
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +21,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.errors import AppError, bad_request, forbidden, unavailable
 from app.mcp import wire
+from app.observability import new_request_id, observe_call
 from app.services.context import AppContext
 
 logger = logging.getLogger(__name__)
@@ -220,9 +221,40 @@ def _classify(error: Exception) -> AppError | None:
 
 
 async def dispatch(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal) -> CallToolResult:
+    """Validate, authorise, run; every failure becomes an envelope. Each call gets a request id (in `_meta`)."""
+    request_id = new_request_id()
+    started = time.perf_counter()
+    result = await _dispatch(spec, arguments, app, principal, request_id)
+    result.meta = {**(result.meta or {}), "requestId": request_id}
+    action = arguments.get("action") if isinstance(arguments, dict) else None
+    observe_call(spec.name, action if isinstance(action, str) else "", _outcome(result), started)
+    return result
+
+
+def _outcome(result: CallToolResult) -> str:
+    if not result.is_error:
+        return "ok"
+    error = (result.structured_content or {}).get("result", {}).get("error", {})
+    return str(error.get("statusCode", 500))
+
+
+def _rate_limit(app: AppContext, principal: Principal) -> None:
+    if app.rate_limiter is None:
+        return
+    wait = app.rate_limiter.retry_after(principal.token_id or principal.user_id or principal.name)
+    if wait is not None:
+        raise unavailable(
+            f"Rate limit exceeded for this token ({app.rate_limiter.per_minute} calls/minute); retry in {wait:.1f}s"
+        )
+
+
+async def _dispatch(
+    spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal, request_id: str
+) -> CallToolResult:
     try:
         action = _resolve_action(spec, arguments)
         _authorize(principal, spec, action)
+        _rate_limit(app, principal)
         _refuse_retired(spec, action, arguments)
         _refuse_nul(spec, action, arguments)
         try:
@@ -237,6 +269,5 @@ async def dispatch(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, p
             if classified is not error:
                 logger.warning("tool %s: %s (%s)", spec.name, classified.message, type(error).__name__)
             return wire.classified_error(classified)
-        reference = uuid.uuid4().hex[:12]
-        logger.exception("tool %s failed unexpectedly (ref %s)", spec.name, reference)
-        return wire.unclassified_error(f"Internal error in {spec.name} (ref {reference}); the call was rolled back")
+        logger.exception("tool %s failed unexpectedly (ref %s)", spec.name, request_id)
+        return wire.unclassified_error(f"Internal error in {spec.name} (ref {request_id}); the call was rolled back")

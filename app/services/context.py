@@ -7,6 +7,7 @@ from typing import Any
 
 from app.db.engine import Database
 from app.embedding.runtime import EmbeddingRuntime
+from app.services.ratelimit import RateLimiter
 
 
 @dataclass(frozen=True)
@@ -35,3 +36,4 @@ class AppContext:
     embedding: EmbeddingRuntime
     limits: Limits
     settings_view: dict[str, Any] = field(default_factory=dict)  # flattened, secrets masked
+    rate_limiter: RateLimiter | None = None

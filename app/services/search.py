@@ -157,10 +157,13 @@ class SearchService:
         total = len(hits)
         gate = self.default_gate if query.min_relevance is None else query.min_relevance
         kept = [hit for hit in hits if hit.anchored or (hit.relevance or 0.0) >= gate or gate <= 0]
-        kept.sort(key=lambda hit: STANDING_ORDER[hit.standing])  # stable: keeps score order inside a group
+        # Standing re-orders the page, not the pool: sorting the whole over-fetched pool would push every
+        # flagged hit behind every current candidate, i.e. out of the page (flag acting as suppress).
+        page = kept[: query.limit]
+        page.sort(key=lambda hit: STANDING_ORDER[hit.standing])  # stable: keeps score order inside a group
         reason = "no_match" if total == 0 else None
         return SearchOutcome(
-            hits=kept[: query.limit],
+            hits=page,
             total=total,
             filtered_out=total - len(kept),
             degraded=degraded,

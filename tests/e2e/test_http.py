@@ -241,9 +241,7 @@ async def test_project_and_thoughts_round_trip(server: RunningServer) -> None:
         thought = one["item"]
         assert set(thought) == FULL_THOUGHT_KEYS
         admin_id = await _user_id(server.database, "admin")
-        assert {
-            key: thought[key] for key in ("content", "status", "tags", "project", "project_id", "created_by")
-        } == {
+        assert {key: thought[key] for key in ("content", "status", "tags", "project", "project_id", "created_by")} == {
             "content": "E2E marker: the first thought",
             "status": "active",
             "tags": ["e2e"],
@@ -297,9 +295,7 @@ async def test_project_and_thoughts_round_trip(server: RunningServer) -> None:
             "warnings": [],
         }
 
-        got = payload(
-            await session.call_tool("memory_recall", {"action": "get", "thought_id": thought["id"]})
-        )
+        got = payload(await session.call_tool("memory_recall", {"action": "get", "thought_id": thought["id"]}))
         assert got == {
             "item": {
                 "id": thought["id"],
@@ -339,9 +335,7 @@ async def test_project_and_thoughts_round_trip(server: RunningServer) -> None:
 
 async def _user_id(database: Database, name: str) -> str:
     async with database.unit_of_work() as session:
-        value = (
-            await session.execute(text("SELECT id FROM app_user WHERE name = :n"), {"n": name})
-        ).scalar_one()
+        value = (await session.execute(text("SELECT id FROM app_user WHERE name = :n"), {"n": name})).scalar_one()
     return str(value)
 
 
@@ -410,9 +404,7 @@ async def test_missing_bad_and_revoked_tokens_get_401(server: RunningServer) -> 
             }
             check = await http.get("/api/health-check", headers=headers)
             assert check.status_code == 401, (name, check.text)
-        allowed = await http.get(
-            "/api/health-check", headers={"Authorization": f"Bearer {server.admin_token}"}
-        )
+        allowed = await http.get("/api/health-check", headers={"Authorization": f"Bearer {server.admin_token}"})
     assert allowed.status_code == 200
     assert {"health_score", "summary", "categories"} <= set(allowed.json())
     assert await server.count("thought") == 0
@@ -449,9 +441,7 @@ async def test_unknown_host_header_is_refused_with_421(server: RunningServer) ->
             good = await http.post("/mcp", json=INITIALIZE, headers={**auth, "Host": host})
             assert good.status_code == 200, (host, good.text)
             assert good.json()["result"]["serverInfo"]["name"] == "synaptomind"
-        local_origin = await http.post(
-            "/mcp", json=INITIALIZE, headers={**auth, "Origin": f"http://localhost:{port}"}
-        )
+        local_origin = await http.post("/mcp", json=INITIALIZE, headers={**auth, "Origin": f"http://localhost:{port}"})
         assert local_origin.status_code == 200, local_origin.text
 
 

@@ -74,15 +74,11 @@ async def test_stdio_lists_tools_and_round_trips_a_thought(
             "warnings": [],
         }
         got = payload(
-            await session.call_tool(
-                "memory_recall", {"action": "get", "thought_id": thought["id"], "compact": False}
-            )
+            await session.call_tool("memory_recall", {"action": "get", "thought_id": thought["id"], "compact": False})
         )
 
     async with clean_database.unit_of_work() as session_db:
-        local = (
-            await session_db.execute(text("SELECT id, role::text FROM app_user WHERE name = 'local'"))
-        ).one()
+        local = (await session_db.execute(text("SELECT id, role::text FROM app_user WHERE name = 'local'"))).one()
         default_id = (await session_db.execute(text("SELECT id FROM project WHERE is_default"))).scalar_one()
     assert local.role == "admin"
     expected = {

@@ -121,9 +121,7 @@ async def test_create_without_optional_fields(writer: ToolCaller) -> None:
     )
     assert item["created_at"].endswith("Z")
     assert answer.meta == meta("create")
-    assert await rows(writer, "SELECT name, local_path FROM project WHERE id = :id", id=item["id"]) == [
-        ("Bare", None)
-    ]
+    assert await rows(writer, "SELECT name, local_path FROM project WHERE id = :id", id=item["id"]) == [("Bare", None)]
 
 
 async def test_duplicate_name_texts(writer: ToolCaller) -> None:
@@ -179,12 +177,10 @@ async def test_update_answers_success_and_changes_the_row(admin: ToolCaller) -> 
 
 async def test_update_keeps_fields_it_was_not_given(admin: ToolCaller) -> None:
     project = await create_project(admin, "Keep", "/srv/keep")
-    await admin.ok(
-        "memory_manage", {"action": "update", "project_id": project["id"], "description": "only this"}
-    )
-    assert await rows(
-        admin, "SELECT name, local_path, description FROM project WHERE id = :id", id=project["id"]
-    ) == [("Keep", "/srv/keep", "only this")]
+    await admin.ok("memory_manage", {"action": "update", "project_id": project["id"], "description": "only this"})
+    assert await rows(admin, "SELECT name, local_path, description FROM project WHERE id = :id", id=project["id"]) == [
+        ("Keep", "/srv/keep", "only this")
+    ]
 
 
 async def test_update_to_its_own_name_is_not_a_conflict(admin: ToolCaller) -> None:
@@ -236,20 +232,15 @@ async def test_update_refuses_a_malformed_id_naming_it(admin: ToolCaller) -> Non
 async def test_delete_preview_shape_and_writes_only_its_token(admin: ToolCaller) -> None:
     project = await create_project(admin, "Doomed", "/srv/doomed")
     await default_project_id(admin)
-    await admin.ok(
-        "memory_store", {"action": "create", "content": "doomed thought one", "cwd": "/srv/doomed"}
-    )
-    await admin.ok(
-        "memory_store", {"action": "create", "content": "doomed thought two", "cwd": "/srv/doomed"}
-    )
+    await admin.ok("memory_store", {"action": "create", "content": "doomed thought one", "cwd": "/srv/doomed"})
+    await admin.ok("memory_store", {"action": "create", "content": "doomed thought two", "cwd": "/srv/doomed"})
     before = await snapshot(admin.context)
     answer = await admin.ok("memory_manage", {"action": "delete", "project_id": project["id"]})
     item = answer.item
     token = item["preview_token"]
     assert uuid.UUID(token)
     consequence = (
-        "Deletes project 'Doomed' and moves its 2 thought(s) to the default project 'default'; "
-        "its slots are dropped."
+        "Deletes project 'Doomed' and moves its 2 thought(s) to the default project 'default'; its slots are dropped."
     )
     instruction = (
         f"Call memory_manage again with action=delete, project_id={project['id']}, confirm=true, "
@@ -330,9 +321,9 @@ async def test_delete_moves_thoughts_edges_links_and_hits_to_the_default_project
     assert await rows(admin, "SELECT project_id::text FROM thought WHERE id = :id", id=outsider["id"]) == [
         (default_id,)
     ]
-    assert await rows(
-        admin, "SELECT id, source_id::text, target_id::text, type::text, project_id::text FROM edge"
-    ) == [(edge_id, parent["id"], child["id"], "parent", default_id)]
+    assert await rows(admin, "SELECT id, source_id::text, target_id::text, type::text, project_id::text FROM edge") == [
+        (edge_id, parent["id"], child["id"], "parent", default_id)
+    ]
     assert await rows(admin, "SELECT project_id::text FROM thought_url_link") == [(default_id,)]
     assert await rows(admin, "SELECT project_id::text, hit_count FROM thought_hit") == [(default_id, 1)]
     assert await rows(admin, "SELECT count(*) FROM slot") == [(0,)]
@@ -425,9 +416,7 @@ async def test_reader_may_list_and_resolve_but_not_create(reader: ToolCaller, wr
     await create_project(writer, "Team", "/srv/team")
     listed = await reader.ok("memory_manage", {"action": "list"})
     assert [row["name"] for row in listed.items] == ["default", "Team"]
-    assert (await reader.ok("memory_manage", {"action": "resolve", "cwd": "/srv/team/x"})).item[
-        "name"
-    ] == "Team"
+    assert (await reader.ok("memory_manage", {"action": "resolve", "cwd": "/srv/team/x"})).item["name"] == "Team"
     before = await snapshot(reader.context)
     answer = await reader("memory_manage", {"action": "create", "name": "Mine"})
     message = "Forbidden: memory_manage action=create needs the writer role; user 'reader' is a reader"
@@ -450,8 +439,7 @@ async def test_update_cannot_clear_the_name(admin: ToolCaller) -> None:
     before = await snapshot(admin.context)
     answer = await admin("memory_manage", {"action": "update", "project_id": project["id"], "name": None})
     message = (
-        "Invalid argument 'name' for memory_manage action=update: a project always has a name "
-        "(omit 'name' to keep it)"
+        "Invalid argument 'name' for memory_manage action=update: a project always has a name (omit 'name' to keep it)"
     )
     assert answer.error == {"message": message, "statusCode": 400, "retryable": False}
     assert await snapshot(admin.context) == before
@@ -463,9 +451,9 @@ async def test_update_with_null_path_and_description_clears_them(admin: ToolCall
         "memory_manage",
         {"action": "update", "project_id": project["id"], "local_path": None, "description": None},
     )
-    assert await rows(
-        admin, "SELECT local_path, description FROM project WHERE id = :id", id=project["id"]
-    ) == [(None, None)]
+    assert await rows(admin, "SELECT local_path, description FROM project WHERE id = :id", id=project["id"]) == [
+        (None, None)
+    ]
     assert (await admin.ok("memory_manage", {"action": "resolve", "cwd": "/srv/clear"})).item is None
 
 

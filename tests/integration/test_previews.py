@@ -20,10 +20,7 @@ from app.services.previews import PreviewService
 from tests.conftest import make_user
 from tests.helpers import Answer, ToolCaller, snapshot
 
-HINT = (
-    "call memory_manage action=delete with the same arguments and no confirm "
-    "to preview it and get a fresh token"
-)
+HINT = "call memory_manage action=delete with the same arguments and no confirm to preview it and get a fresh token"
 
 
 async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:
@@ -59,9 +56,7 @@ async def confirm(caller: ToolCaller, project_id: str, token: str | None) -> Ans
     return await caller("memory_manage", arguments)
 
 
-async def assert_refused(
-    caller: ToolCaller, project_id: str, token: str | None, message: str, status: int
-) -> None:
+async def assert_refused(caller: ToolCaller, project_id: str, token: str | None, message: str, status: int) -> None:
     """The confirm is refused with exactly `message`, nothing is written and the project is still there."""
     before = await snapshot(caller.context)
     answer = await confirm(caller, project_id, token)
@@ -98,9 +93,7 @@ async def test_confirm_with_an_unknown_token(admin: ToolCaller, doomed: str) -> 
 async def test_confirm_with_another_users_token(admin: ToolCaller, doomed: str) -> None:
     other = ToolCaller(admin.context, await make_user(admin.context, "second-admin", Role.admin))
     token = await preview(other, doomed)
-    await assert_refused(
-        admin, doomed, token, f"preview_token {token} was issued to another user — {HINT}", 400
-    )
+    await assert_refused(admin, doomed, token, f"preview_token {token} was issued to another user — {HINT}", 400)
     # still good for the user it was issued to
     assert (await confirm(other, doomed, token)).item["action"] == "deleted"
 
@@ -119,8 +112,7 @@ async def test_confirm_with_a_token_for_another_action(admin: ToolCaller, doomed
             admin.principal, "memory_store", "unlink", {"action": "unlink", "edge_id": doomed}
         )
     message = (
-        f"preview_token {token} was issued for memory_store action=unlink, "
-        f"not memory_manage action=delete — {HINT}"
+        f"preview_token {token} was issued for memory_store action=unlink, not memory_manage action=delete — {HINT}"
     )
     await assert_refused(admin, doomed, token, message, 400)
 
@@ -136,9 +128,7 @@ async def test_confirm_with_an_expired_token(admin: ToolCaller, doomed: str) -> 
 
 
 async def test_a_token_expires_after_the_configured_ttl(admin: ToolCaller, doomed: str) -> None:
-    short = ToolCaller(
-        dataclasses.replace(admin.context, limits=Limits(preview_ttl_seconds=0)), admin.principal
-    )
+    short = ToolCaller(dataclasses.replace(admin.context, limits=Limits(preview_ttl_seconds=0)), admin.principal)
     token = await preview(short, doomed)
     await assert_refused(short, doomed, token, f"preview_token {token} has expired — {HINT}", 409)
 

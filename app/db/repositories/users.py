@@ -55,12 +55,12 @@ class UserRepository:
 
     async def principal_for_token(self, token_hash: bytes) -> Principal | None:
         statement = (
-            select(AppUser.id, AppUser.name, AppUser.role)
+            select(AppUser.id, AppUser.name, AppUser.role, ApiToken.id.label("token_id"))
             .join(ApiToken, ApiToken.user_id == AppUser.id)
             .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None))
         )
         row = (await self.session.execute(statement)).first()
-        return Principal(user_id=row.id, name=row.name, role=row.role) if row else None
+        return Principal(user_id=row.id, name=row.name, role=row.role, token_id=row.token_id) if row else None
 
     async def list_tokens(self) -> list[TokenRow]:
         statement = (

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from app.db.repositories.projects import ProjectRepository
+from app.formats import iso
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ToolAnswer
-from app.formats import iso
 from app.mcp.shaping import ThoughtShaper
 from app.services.frontier import FrontierService, content_short
 from app.services.health import HealthService
