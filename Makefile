@@ -36,5 +36,8 @@ migrate: $(STAMP)
 bench: $(STAMP) model
 	$(BIN)/python -m bench.bulk_create
 
+eval: $(STAMP) model
+	$(BIN)/python -m bench.eval
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

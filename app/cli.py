@@ -6,12 +6,15 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from app.config import Settings, load_settings
 from app.db.models import Role
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from app.services.context import AppContext
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("reembed", help="embed every thought missing a current vector").set_defaults(
         handler=cmd_reembed
     )
+    export = commands.add_parser("export", help="write every row (or one project's) as JSONL to stdout")
+    export.add_argument("--project", help="only this project (by name)")
+    export.set_defaults(handler=cmd_export)
+    load = commands.add_parser("import", help="read a JSONL export; rows whose id exists are skipped")
+    load.add_argument("file")
+    load.set_defaults(handler=cmd_import)
     token = commands.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
     create = token.add_parser("create", help="create a user if needed and print a new token on stdout")
     create.add_argument("--user", required=True)
@@ -134,8 +143,8 @@ def _with_database(settings: Settings, work: Callable[..., Awaitable[T]]) -> T:
 def cmd_token_create(args: argparse.Namespace, settings: Settings) -> None:
     from app.services.auth import AuthService
 
-    async def work(context: object) -> str:
-        async with context.db.unit_of_work() as session:  # type: ignore[attr-defined]
+    async def work(context: AppContext) -> str:
+        async with context.db.unit_of_work() as session:
             token, user = await AuthService(session).create_token(
                 args.user, Role(args.role) if args.role else None, args.label
             )
@@ -148,8 +157,8 @@ def cmd_token_create(args: argparse.Namespace, settings: Settings) -> None:
 def cmd_token_list(args: argparse.Namespace, settings: Settings) -> None:
     from app.services.auth import AuthService
 
-    async def work(context: object) -> None:
-        async with context.db.unit_of_work() as session:  # type: ignore[attr-defined]
+    async def work(context: AppContext) -> None:
+        async with context.db.unit_of_work() as session:
             rows = await AuthService(session).list_tokens()
         for row in rows:
             state = "revoked" if row.revoked_at else "active"
@@ -162,8 +171,8 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
     from app.errors import AppError
     from app.services.auth import AuthService
 
-    async def work(context: object) -> None:
-        async with context.db.unit_of_work() as session:  # type: ignore[attr-defined]
+    async def work(context: AppContext) -> None:
+        async with context.db.unit_of_work() as session:
             await AuthService(session).revoke(args.token_id)
 
     try:
@@ -171,3 +180,49 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
     except AppError as error:
         raise SystemExit(error.message) from None
     print(f"token {args.token_id} revoked", file=sys.stderr)
+
+
+def cmd_export(args: argparse.Namespace, settings: Settings) -> None:
+    from tqdm import tqdm
+
+    from app.db.repositories.projects import ProjectRepository
+    from app.services.portability import Portability
+
+    async def work(context: AppContext) -> int:
+        async with context.db.unit_of_work() as session:
+            project_id = None
+            if args.project:
+                project = await ProjectRepository(session).find_by_name(args.project)
+                if project is None:
+                    raise SystemExit(f"no project named {args.project!r} (see memory_manage action=list)")
+                project_id = project.id
+            portability = Portability(session)
+            total = await portability.count(project_id)
+            written = 0
+            with tqdm(total=total, unit="row", desc="export", file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
+                async for line in portability.export(project_id):
+                    sys.stdout.write(line + "\n")
+                    written += 1
+                    bar.update(1)
+        return written
+
+    written = _with_database(settings, work)
+    print(f"exported {written} rows", file=sys.stderr)
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings) -> None:
+    from tqdm import tqdm
+
+    from app.services.portability import Portability
+
+    with open(args.file, encoding="utf-8") as handle:
+        lines = handle.readlines()
+
+    async def work(context: AppContext) -> dict[str, int]:
+        bar = tqdm(lines, unit="row", desc="import", file=sys.stderr, disable=not sys.stderr.isatty())
+        async with context.db.unit_of_work() as session:
+            return await Portability(session).import_lines(bar)
+
+    inserted = _with_database(settings, work)
+    summary = ", ".join(f"{kind} {count}" for kind, count in inserted.items())
+    print(f"imported (new rows): {summary}", file=sys.stderr)

@@ -360,6 +360,43 @@ async def http_transport(url: str, token: str, cache_dir: Path, work_dir: Path) 
 # ---------------------------------------------------------------- main
 
 
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of the whole machine, or None off Linux."""
+    try:
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def _busy_share(seconds: float) -> float | None:
+    before = _cpu_times()
+    time.sleep(seconds)
+    after = _cpu_times()
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+async def wait_for_quiet(threshold: float, max_wait: float) -> None:
+    """Start a measurement only when other processes leave the CPUs idle (a shared machine is noisy)."""
+    if threshold >= 1:
+        return
+    deadline = time.monotonic() + max_wait
+    announced = False
+    while True:
+        share = await asyncio.to_thread(_busy_share, 1.0)
+        if share is None or share <= threshold:
+            return
+        if time.monotonic() > deadline:
+            print(f"  (still {share:.0%} CPU busy after {max_wait:.0f}s; measuring anyway)")
+            return
+        if not announced:
+            print(f"  waiting for a quiet machine ({share:.0%} CPU busy)")
+            announced = True
+
+
 def machine() -> str:
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -387,9 +424,7 @@ async def server_version(url: str) -> str:
 def report(raw_seconds: list[float], runs: list[Run], count: int) -> dict[str, Any]:
     """Each run is compared with the mean of the raw passes measured just before and just after it."""
     print(f"\nraw embedding passes: {', '.join(f'{s:.2f}s' for s in raw_seconds)}")
-    print(
-        f"{'path':<10}{'calls':>13}{'seconds':>9}{'thoughts/s':>12}{'raw/s':>8}{'overhead':>10}{'in-service':>12}"
-    )
+    print(f"{'path':<10}{'calls':>13}{'seconds':>9}{'thoughts/s':>12}{'raw/s':>8}{'overhead':>10}{'in-service':>12}")
     rows = []
     for index, run in enumerate(runs):
         raw = (raw_seconds[index] + raw_seconds[index + 1]) / 2
@@ -411,9 +446,7 @@ def report(raw_seconds: list[float], runs: list[Run], count: int) -> dict[str, A
                 "thoughts_per_second": round(run.rate, 1),
                 "raw_thoughts_per_second": round(count / raw, 1),
                 "overhead": round(overhead, 4),
-                "embed_seconds_in_service": None
-                if run.embed_seconds is None
-                else round(run.embed_seconds, 2),
+                "embed_seconds_in_service": None if run.embed_seconds is None else round(run.embed_seconds, 2),
                 "slowest_call_seconds": round(max(run.call_seconds), 3),
             }
         )
@@ -441,7 +474,11 @@ async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict
     raw_seconds: list[float] = []
     runs: list[Run] = []
 
+    async def quiet() -> None:
+        await wait_for_quiet(args.quiet, args.max_wait)
+
     async def raw_pass() -> None:
+        await quiet()
         raw_seconds.append(await raw_embedding(embedder, texts))
         print(f"raw embedding: {raw_seconds[-1]:.2f}s")
 
@@ -452,6 +489,7 @@ async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict
             async with dispatch_transport(url, principal, embedder) as (call, timed):
                 await store_all(call, generate_thoughts(64, seed=1), 64, "/bench/warm-up")
                 for batch in batches:
+                    await quiet()
                     timed.seconds = 0.0
                     run = await bench.run("dispatch", call, batch)
                     run.embed_seconds = timed.seconds
@@ -462,6 +500,7 @@ async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict
             async with http_transport(url, token, args.cache_dir, work_dir) as call:
                 await store_all(call, generate_thoughts(64, seed=1), 64, "/bench/warm-up")
                 for batch in batches:
+                    await quiet()
                     run = await bench.run("http", call, batch)
                     runs.append(run)
                     print(f"http {batch}: {run.seconds:.2f}s")
@@ -474,14 +513,19 @@ async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--transport", choices=("http", "dispatch", "both"), default="both")
     cache_dir = Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", DEFAULT_CACHE_DIR))
     parser.add_argument("--cache-dir", type=Path, default=cache_dir)
+    parser.add_argument(
+        "--quiet",
+        type=float,
+        default=0.15,
+        help="start each measurement only when the machine's CPUs are at most this busy (1 = never wait)",
+    )
+    parser.add_argument("--max-wait", type=float, default=300, help="seconds to wait for a quiet machine")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="synapto-bench-") as tmp:

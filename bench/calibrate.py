@@ -37,6 +37,7 @@ from app.embedding.profiles import OFFLINE_MINILM, ModelProfile, profile_for
 from app.embedding.runtime import offline_model_dir
 
 Matrix = npt.NDArray[np.float64]
+Embedded = tuple[Matrix, Matrix]  # passages, queries
 
 BENCH_DIR = Path(__file__).resolve().parent
 DATASET = BENCH_DIR / "data" / "retrieval_set.json"
@@ -124,9 +125,8 @@ def build_probes(data: dict[str, Any]) -> tuple[list[Probe], list[tuple[int, str
     return probes, self_pairs
 
 
-async def embed_all(
-    embedder: FastEmbedEmbedder, passages: list[str], queries: list[str]
-) -> tuple[Matrix, Matrix]:
+async def embed_all(embedder: FastEmbedEmbedder, passages: list[str], queries: list[str]) -> Embedded:
+    """Thoughts as passages, queries one by one as the service embeds them (`embed_query`)."""
     passage_vectors = await embedder.embed_passages(passages)
     query_vectors = [await embedder.embed_query(text) for text in queries]
     return _normalised(passage_vectors), _normalised(query_vectors)
@@ -274,7 +274,8 @@ def measure(data: dict[str, Any], embedder: FastEmbedEmbedder) -> dict[str, Any]
             "unrelated_floor": chosen_unrelated,
             "vector_floor": chosen_vector,
             "auto_cluster_distance": clustering["chosen"],
-            "rule": "unrelated_floor = p95 of unrelated pairs (0.01); vector_floor = p50 of self top-1 (0.05); "
+            "rule": "unrelated_floor = p95 of unrelated pairs (0.01); "
+            "vector_floor = p50 of self top-1 (0.05); "
             "auto_cluster_distance = halfway between the median restatement distance and the closest "
             "distinct thought pair, rounded down (0.05)",
         },
@@ -357,6 +358,21 @@ def _fmt(stats: dict[str, float], names: tuple[str, ...]) -> str:
     return "  ".join(f"{name} {stats[name]:.4f}" for name in names)
 
 
+def _gate_row(gate: dict[str, Any]) -> str:
+    count = gate["self_count"]
+    cells = [
+        f"{gate['unrelated_floor']:.2f}/{gate['vector_floor']:.2f}",
+        f"{gate['raw_threshold']:.3f}",
+        f"{gate['unrelated_pairs_passing']:9.2%}",
+        f"{gate['queries_with_an_unrelated_hit_passing']:10.1%}",
+        f"{gate['off_topic_pairs_passing']:9.2%}",
+        f"{gate['off_topic_queries_with_a_hit_passing']:10.1%}",
+        f"{gate['self_top1_dropped_count']:4d}/{count} ({gate['self_top1_dropped']:5.1%})",
+        f"{gate['self_pair_dropped_count']:4d}/{count} ({gate['self_pair_dropped']:5.1%})",
+    ]
+    return "  ".join(cells)
+
+
 def print_report(result: dict[str, Any]) -> None:
     data = result["dataset"]
     print(f"model {result['model']}  (embedding took {result['embed_seconds']} s)")
@@ -377,14 +393,11 @@ def print_report(result: dict[str, Any]) -> None:
     print("\nself-relevant (query written for one thought)")
     print("  pair cosine        ", _fmt(selfrel["pair"], ("p1", "p5", "p50", "p95")))
     print("  top-1 cosine       ", _fmt(selfrel["top1"], ("p1", "p5", "p50", "p95")))
-    print(
-        f"  top-1 is the target {selfrel['top1_is_target']:.1%}, target in top 5 {selfrel['target_in_top5']:.1%}"
-    )
+    top1, top5 = selfrel["top1_is_target"], selfrel["target_in_top5"]
+    print(f"  top-1 is the target {top1:.1%}, target in top 5 {top5:.1%}")
     chosen = result["chosen"]
-    print(
-        f"\nchosen floors: unrelated_floor {chosen['unrelated_floor']}  vector_floor {chosen['vector_floor']}  "
-        f"auto_cluster_distance {chosen['auto_cluster_distance']}"
-    )
+    floors = ("unrelated_floor", "vector_floor", "auto_cluster_distance")
+    print("\nchosen: " + "  ".join(f"{name} {chosen[name]}" for name in floors))
     print(
         f"\ndefault gate {DEFAULT_GATE} on the calibrated scale   raw   unrel.pairs  q w/ unrel.  off-topic  "
         "off-topic q  self top-1 dropped  self pair dropped"
@@ -392,23 +405,19 @@ def print_report(result: dict[str, Any]) -> None:
     rows = [(f"{name} floors", gate) for name, gate in result["gate"].items()]
     rows += [("  sweep", gate) for gate in result["vector_floor_sweep"]]
     for label, gate in rows:
-        print(
-            f"  {label:<18} {gate['unrelated_floor']:.2f}/{gate['vector_floor']:.2f}   {gate['raw_threshold']:.3f}"
-            f"   {gate['unrelated_pairs_passing']:9.2%}  {gate['queries_with_an_unrelated_hit_passing']:10.1%}"
-            f"  {gate['off_topic_pairs_passing']:9.2%}  {gate['off_topic_queries_with_a_hit_passing']:10.1%}"
-            f"  {gate['self_top1_dropped_count']:4d}/{gate['self_count']} ({gate['self_top1_dropped']:5.1%})"
-            f"  {gate['self_pair_dropped_count']:4d}/{gate['self_count']} ({gate['self_pair_dropped']:5.1%})"
-        )
+        print(f"  {label:<18} {_gate_row(gate)}")
     print("  (passing = a cosine-only hit kept by the gate; dropped = removed by it)")
     cluster = result["auto_cluster"]
     print("\nauto_cluster (cosine distance)")
     print("  restatements       ", _fmt(cluster["restatement_distance"], ("min", "p50", "p95", "max")))
     print("  paraphrase queries ", _fmt(cluster["paraphrase_query_distance"], ("p5", "p50", "p95")))
     print("  replaces/contradicts", _fmt(cluster["edge_pair_distance"], ("min", "p50", "max")))
-    print("  distinct thoughts  ", _fmt(cluster["distinct_thought_distance"], ("min", "p0.1", "p1", "p5", "p50")))
+    distinct = cluster["distinct_thought_distance"]
+    print("  distinct thoughts  ", _fmt(distinct, ("min", "p0.1", "p1", "p5", "p50")))
     print(
-        f"  at {cluster['chosen']}: restatements joined {cluster['restatements_joined']:.0%}, distinct pairs "
-        f"joined {cluster['distinct_pairs_joined']}, replaces/contradicts pairs joined {cluster['edge_pairs_joined']}"
+        f"  at {cluster['chosen']}: restatements joined {cluster['restatements_joined']:.0%}, "
+        f"distinct pairs joined {cluster['distinct_pairs_joined']}, "
+        f"replaces/contradicts pairs joined {cluster['edge_pairs_joined']}"
     )
     for pair in cluster["closest_distinct_pairs"]:
         print(f"    closest distinct: {pair['a']} ~ {pair['b']}  {pair['distance']}")

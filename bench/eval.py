@@ -56,7 +56,9 @@ from app.services.context import AppContext, Limits
 from bench.calibrate import DATASET, RESULTS, load_set, model_cache_dir
 
 SPECS = {spec.name: spec for spec in ALL_SPECS}
+Loaded = tuple[dict[str, str], dict[str, str]]  # project name → cwd, thought id → key
 LIMIT = 10
+METRICS = ("recall@5", "recall@10", "mrr")
 KINDS = ("paraphrase", "exact", "identifier", "multilingual", "superseded", "contradicted")
 
 
@@ -112,7 +114,7 @@ def database_url() -> Iterator[tuple[str, str]]:
             embedded.stop()
 
 
-async def load_dataset(caller: Caller, data: dict[str, Any], suffix: str) -> tuple[dict[str, str], dict[str, str]]:
+async def load_dataset(caller: Caller, data: dict[str, Any], suffix: str) -> Loaded:
     """Projects, thoughts and edges through the tools; returns (project name → cwd, thought id → key)."""
     cwd_of: dict[str, str] = {}
     for project in data["projects"]:
@@ -171,7 +173,7 @@ def score(ranked: list[str], relevant: set[str]) -> dict[str, float]:
 
 
 def mean_scores(rows: list[dict[str, float]]) -> dict[str, float]:
-    return {metric: statistics.fmean(row[metric] for row in rows) for metric in ("recall@5", "recall@10", "mrr")}
+    return {metric: statistics.fmean(row[metric] for row in rows) for metric in METRICS}
 
 
 async def run_queries(
@@ -216,7 +218,8 @@ async def run_queries(
             groups[kind] = [row[mode.name] for row in per_query if row["kind"] == kind]
         summary[mode.name] = {name: mean_scores(rows) for name, rows in groups.items() if rows}
         summary[mode.name]["latency_ms_p50"] = statistics.median(timings[mode.name]) * 1000
-        summary[mode.name]["returned_mean"] = statistics.fmean(len(row[mode.name]["ranked"]) for row in per_query)
+        returned = [len(row[mode.name]["ranked"]) for row in per_query]
+        summary[mode.name]["returned_mean"] = statistics.fmean(returned)
     return {"summary": summary, "queries": per_query}
 
 
@@ -260,7 +263,8 @@ async def evaluate(url: str, data: dict[str, Any]) -> dict[str, Any]:
     context = AppContext(database, runtime, limits)
     try:
         async with database.unit_of_work() as session:
-            principal = await AuthService(session).ensure_user(f"bench-eval-{uuid.uuid4().hex[:8]}", Role.admin)
+            user = f"bench-eval-{uuid.uuid4().hex[:8]}"
+            principal = await AuthService(session).ensure_user(user, Role.admin)
         callers = {
             False: Caller(context, principal),
             True: Caller(AppContext(database, lexical_runtime, limits), principal),
@@ -296,7 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     print(
         f"{len(data['thoughts'])} thoughts in {len(data['projects'])} projects loaded through the tools in "
-        f"{result['load_seconds']} s ({where}); {len(data['queries'])} queries, limit {LIMIT}, min_relevance 0\n"
+        f"{result['load_seconds']} s ({where}); {len(data['queries'])} queries, "
+        f"limit {LIMIT}, min_relevance 0\n"
     )
     print_table(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)

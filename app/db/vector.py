@@ -46,7 +46,8 @@ def _encode(value: Any) -> bytes:
         value = Vector.from_text(value)
     elif not isinstance(value, Vector):
         value = Vector(value)
-    return value.to_binary()
+    encoded: bytes = value.to_binary()
+    return encoded
 
 
 async def register_vector_codec(connection: Any) -> None:

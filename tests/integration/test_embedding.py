@@ -9,13 +9,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select, text, update
+from pgvector import Vector as PgVector
+from sqlalchemy import func, insert, select, text, update
 
 from app.db.engine import Database
 from app.db.models import Role, Thought
+from app.db.repositories.projects import ProjectRepository
 from app.embedding.backfill import BACKFILL_LOCK_KEY, backfill_all, backfill_once
 from app.embedding.profiles import E5_SMALL, OFFLINE_DIR_NAME, OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.ids import new_id
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 from tests.conftest import MODEL_CACHE
@@ -210,6 +213,26 @@ async def test_without_any_model_the_runtime_is_unavailable(tmp_path: Path) -> N
 
 
 # ---------------------------------------------------------------- the vectors themselves
+
+
+async def test_vectors_travel_in_binary_and_round_trip_exactly(clean_database: Database) -> None:
+    """The app's engine registers pgvector's binary codec (app.db.vector): no float ↔ text round trip."""
+    values = np.random.default_rng(7).normal(size=384).astype(np.float32)
+    async with clean_database.unit_of_work() as session:
+        raw = (await session.execute(text("SELECT '[1.5,-2,3.25]'::vector"))).scalar_one()
+        assert isinstance(raw, PgVector), type(raw)  # decoded from the binary format
+        assert raw.to_list() == [1.5, -2.0, 3.25]
+        # A vector literal bound by hand as text still works (the encoder parses it).
+        bound = await session.execute(text("SELECT vector_dims(CAST(:v AS vector))"), {"v": "[1,2,3,4]"})
+        assert bound.scalar_one() == 4
+        project = await ProjectRepository(session).ensure_default()
+        await session.execute(
+            insert(Thought).values(
+                id=new_id(), project_id=project.id, content="binary", embedding=values, embedding_model="m"
+            )
+        )
+        stored = (await session.execute(select(Thought.embedding))).scalar_one()
+    assert np.array_equal(np.asarray(stored, dtype=np.float32), values)  # bit-exact float32
 
 
 async def test_vectors_are_unit_length(writer: ToolCaller, embedding_runtime: EmbeddingRuntime) -> None:

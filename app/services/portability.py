@@ -1,0 +1,147 @@
+"""`synaptomind export` / `import`: lossless JSONL of projects, thoughts, url links, edges, slots and primers.
+
+One JSON object per line, `kind` first; rows sorted by kind then id, keys sorted, full-precision
+timestamps — so exporting what an import wrote gives the same bytes. Import is idempotent by id.
+Vectors are not exported: imported thoughts embed through the backfill (or `synaptomind reembed`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Edge, Primer, Project, Slot, Thought, ThoughtUrlLink
+
+KINDS: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+    (
+        "project",
+        Project.__table__,
+        ("id", "name", "local_path", "description", "is_default", "created_at", "updated_at"),
+    ),
+    (
+        "thought",
+        Thought.__table__,
+        (
+            "id",
+            "project_id",
+            "content",
+            "status",
+            "tags",
+            "is_protected",
+            "is_global",
+            "is_cluster",
+            "importance",
+            "surface_after",
+            "archived_at",
+            "created_at",
+            "updated_at",
+        ),
+    ),
+    (
+        "url_link",
+        ThoughtUrlLink.__table__,
+        ("id", "thought_id", "project_id", "text", "url", "label", "sort_order", "created_at"),
+    ),
+    ("edge", Edge.__table__, ("id", "project_id", "source_id", "target_id", "type", "created_at")),
+    ("slot", Slot.__table__, ("id", "project_id", "name", "content", "updated_at")),
+    ("primer", Primer.__table__, ("id", "thought_id", "project_id", "promoted_at", "created_at")),
+)
+_TIMESTAMPS = {"created_at", "updated_at", "archived_at", "surface_after", "promoted_at"}
+_UUIDS = {"id", "project_id", "thought_id", "source_id", "target_id"}
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if hasattr(value, "value") and not isinstance(value, int | float | str | bool):
+        return value.value  # enums
+    return value
+
+
+def _decode(column: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if column in _TIMESTAMPS:
+        return datetime.fromisoformat(value)
+    if column in _UUIDS:
+        return uuid.UUID(value)
+    return value
+
+
+def encode_row(kind: str, row: dict[str, Any]) -> str:
+    return json.dumps(
+        {"kind": kind, **{key: _encode(value) for key, value in row.items()}},
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+class Portability:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def count(self, project_id: uuid.UUID | None) -> int:
+        total = 0
+        for kind, table, columns in KINDS:
+            subquery = self._select(kind, table, columns, project_id).subquery()
+            total += int((await self.session.execute(select(func.count()).select_from(subquery))).scalar_one())
+        return total
+
+    def _select(self, kind: str, table: Any, columns: tuple[str, ...], project_id: uuid.UUID | None) -> Any:
+        statement = select(*(table.c[name] for name in columns)).order_by(table.c.id)
+        if project_id is None:
+            return statement
+        if kind == "project":
+            return statement.where(table.c.id == project_id)
+        if kind == "edge":  # only edges whose two ends are inside the project
+            inside = select(Thought.id).where(Thought.project_id == project_id)
+            return statement.where(table.c.source_id.in_(inside), table.c.target_id.in_(inside))
+        return statement.where(table.c.project_id == project_id)
+
+    async def export(self, project_id: uuid.UUID | None) -> AsyncIterator[str]:
+        for kind, table, columns in KINDS:
+            result = await self.session.stream(self._select(kind, table, columns, project_id))
+            async for row in result:
+                yield encode_row(kind, dict(row._mapping))
+
+    async def import_lines(self, lines: Iterable[str]) -> dict[str, int]:
+        """Insert every row whose id is new; returns how many rows of each kind were inserted."""
+        tables = {kind: (table, columns) for kind, table, columns in KINDS}
+        inserted = {kind: 0 for kind in tables}
+        project_map: dict[uuid.UUID, uuid.UUID] = {}  # an imported project that matched an existing one
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            kind = record.pop("kind", None)
+            if kind not in tables:
+                raise ValueError(f"line {number}: unknown kind {kind!r}")
+            table, columns = tables[kind]
+            values = {column: _decode(column, record.get(column)) for column in columns if column in record}
+            if values.get("project_id") in project_map:
+                values["project_id"] = project_map[values["project_id"]]
+            statement = pg_insert(table).values(**values).on_conflict_do_nothing().returning(table.c.id)
+            if (await self.session.execute(statement)).first() is not None:
+                inserted[kind] += 1
+            elif kind == "project":
+                await self._map_project(values, project_map)
+        return inserted
+
+    async def _map_project(self, values: dict[str, Any], project_map: dict[uuid.UUID, uuid.UUID]) -> None:
+        """A project that exists under another id (same name, or both default) takes its rows in."""
+        clauses = [Project.name == values["name"]]
+        if values.get("is_default"):
+            clauses.append(Project.is_default.is_(True))
+        existing = (await self.session.execute(select(Project.id).where(or_(*clauses)).limit(1))).scalar_one_or_none()
+        if existing is not None and existing != values["id"]:
+            project_map[values["id"]] = existing
