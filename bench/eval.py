@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
+
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
@@ -196,7 +198,7 @@ async def run_queries(
             if query["project"] is not None:
                 arguments["cwd"] = cwd_of[query["project"]]
             started = time.perf_counter()
-            result = await callers[mode.lexical_only](("memory_recall"), arguments)
+            result = await callers[mode.lexical_only]("memory_recall", arguments)
             timings[mode.name].append(time.perf_counter() - started)
             meta = result["meta"]
             if mode.lexical_only != bool(meta["degraded"]):
@@ -275,6 +277,12 @@ async def evaluate(url: str, data: dict[str, Any]) -> dict[str, Any]:
         load_seconds = time.perf_counter() - started
         result = await run_queries(callers, data, cwd_of, key_of)
         result["load_seconds"] = round(load_seconds, 2)
+        async with database.unit_of_work() as session:
+            server = (await session.execute(text("SHOW server_version"))).scalar_one()
+            vector = (
+                await session.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
+            ).scalar_one()
+        result["server"] = {"postgresql": server, "pgvector": vector}
         return result
     finally:
         await database.dispose()
@@ -298,6 +306,9 @@ def main(argv: list[str] | None = None) -> None:
         "min_relevance": 0,
         "modes": {mode.name: {"lexical_only": mode.lexical_only, **mode.arguments} for mode in MODES},
     }
+    server = result["server"]
+    python = platform.python_version()
+    print(f"PostgreSQL {server['postgresql']}, pgvector {server['pgvector']}, Python {python}")
     print(
         f"{len(data['thoughts'])} thoughts in {len(data['projects'])} projects loaded through the tools in "
         f"{result['load_seconds']} s ({where}); {len(data['queries'])} queries, "

@@ -19,8 +19,14 @@ logger = logging.getLogger(__name__)
 BACKFILL_LOCK_KEY = 7_301_001
 
 
-async def backfill_once(db: Database, runtime: EmbeddingRuntime, batch_size: int = 256) -> int:
-    """Embed one batch; returns how many thoughts got a vector (0 when idle, locked out or no embedder)."""
+async def backfill_once(
+    db: Database, runtime: EmbeddingRuntime, batch_size: int = 256, include_other_models: bool = False
+) -> int:
+    """Embed one batch; returns how many thoughts got a vector (0 when idle, locked out or no embedder).
+
+    The background loop fills missing vectors only; moving vectors of another model to the active one is
+    `synaptomind reembed` (include_other_models), so replicas never fight over which model a vector has.
+    """
     embedder = runtime.embedder
     if embedder is None:
         return 0
@@ -32,7 +38,7 @@ async def backfill_once(db: Database, runtime: EmbeddingRuntime, batch_size: int
         if not locked:
             return 0
         thoughts = ThoughtRepository(session)
-        pending = await thoughts.pending_embedding(model_id, batch_size)
+        pending = await thoughts.pending_embedding(model_id, batch_size, include_other_models)
         if not pending:
             return 0
         vectors = await embedder.embed_passages([content for _, content in pending])
@@ -42,9 +48,11 @@ async def backfill_once(db: Database, runtime: EmbeddingRuntime, batch_size: int
     return len(pending)
 
 
-async def backfill_all(db: Database, runtime: EmbeddingRuntime, batch_size: int = 256) -> int:
+async def backfill_all(
+    db: Database, runtime: EmbeddingRuntime, batch_size: int = 256, include_other_models: bool = False
+) -> int:
     total = 0
-    while (done := await backfill_once(db, runtime, batch_size)) > 0:
+    while (done := await backfill_once(db, runtime, batch_size, include_other_models)) > 0:
         total += done
     return total
 

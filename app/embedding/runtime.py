@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from app.embedding.embedder import Embedder, FastEmbedEmbedder, Vector
 from app.embedding.profiles import OFFLINE_DIR_NAME, OFFLINE_MINILM, ModelProfile, profile_for
+from app.observability import EMBEDDER_QUEUE
 
 logger = logging.getLogger(__name__)
 
@@ -84,20 +85,26 @@ class EmbeddingRuntime:
         """Vectors for the texts, or None when the embedder is absent or fails (vectors stay pending)."""
         if self.embedder is None or not texts:
             return None
+        EMBEDDER_QUEUE.inc()
         try:
             return await self.embedder.embed_passages(texts)
         except Exception:
             logger.exception("embedding %d passages failed; vectors stay pending", len(texts))
             return None
+        finally:
+            EMBEDDER_QUEUE.dec()
 
     async def embed_query(self, text: str) -> Vector | None:
         if self.embedder is None:
             return None
+        EMBEDDER_QUEUE.inc()
         try:
             return await self.embedder.embed_query(text)
         except Exception:
             logger.exception("embedding a query failed; answering from the lexical leg")
             return None
+        finally:
+            EMBEDDER_QUEUE.dec()
 
 
 def offline_model_dir(cache_dir: Path) -> Path:

@@ -17,6 +17,7 @@ from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, thoug
 from app.errors import not_found
 from app.ids import new_id
 from app.services.edges import EdgeService, edge_record
+from app.services.store import normalize_tags
 
 CLUSTER_TITLE_WORDS = 8
 
@@ -80,7 +81,7 @@ class ClusterService:
         ordered = [members[thought_id] for thought_id in unique]
         newest = max(ordered, key=lambda member: member.created_at)
         content = (title or "").strip() or cluster_title(newest)
-        target_project = project or await self._shared_project(ordered)
+        target_project = project.id if project is not None else await self._shared_project(ordered)
         cluster_id = new_id()
         await self.thoughts.insert_many(
             [
@@ -89,7 +90,7 @@ class ClusterService:
                     "project_id": target_project,
                     "content": content,
                     "status": ThoughtStatus.active,
-                    "tags": list(dict.fromkeys(["cluster", *tags])),
+                    "tags": normalize_tags(["cluster", *tags]),
                     "is_cluster": True,
                     "created_by": self.principal.user_id,
                     "embedding": vector,

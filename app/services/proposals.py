@@ -183,12 +183,13 @@ class ProposalService:
         include_retired: bool,
         limit: int,
         offset: int,
-    ) -> tuple[list[Proposal], int, int]:
-        """(page, total matching the filters, retired rows hidden)."""
+    ) -> tuple[list[Proposal], int, int, int]:
+        """(page, total matching the filters, retired rows hidden, all rows in scope whatever the filters)."""
         await self.expire_due()
         clauses = []
         if project_id is not None:
             clauses.append(PlacementProposal.project_id == project_id)
+        all_total = await self._count(list(clauses))
         if status is not None:
             clauses.append(PlacementProposal.status == ProposalStatus(status))
         if kind is not None:
@@ -203,7 +204,7 @@ class ProposalService:
             .limit(limit)
             .offset(offset)
         )
-        return [_proposal(row) for row in await self.session.execute(statement)], total, retired
+        return [_proposal(row) for row in await self.session.execute(statement)], total, retired, all_total
 
     async def _count(self, clauses: list[Any]) -> int:
         statement = select(func.count()).select_from(PlacementProposal).where(and_(True, *clauses))

@@ -37,8 +37,8 @@ class RecallService:
         thought = await self.thoughts.get(thought_id)
         if thought is None:
             raise not_found(f"Thought {thought_id} not found")
-        await self.hits.record([thought.id])
         if not include_edges:
+            await self.hits.record([thought.id])
             return ThoughtWithEdges(thought)
         edges = await self.edges.incident(thought.id, max_edges)
         others = await self.thoughts.get_many(
@@ -46,6 +46,8 @@ class RecallService:
         )
         upstream = [Neighbour(e, others[e.source_id]) for e in edges if e.target_id == thought.id]
         downstream = [Neighbour(e, others[e.target_id]) for e in edges if e.source_id == thought.id]
+        # Every thought an answer returns counts one hit (DESIGN.md §9), neighbours included.
+        await self.hits.record([thought.id, *others])
         return ThoughtWithEdges(thought, upstream, downstream)
 
     async def page(self, where: ThoughtFilter, limit: int, offset: int) -> tuple[list[ThoughtRecord], int]:

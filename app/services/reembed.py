@@ -27,7 +27,7 @@ async def reembed_all(context: AppContext, batch_size: int = 256) -> int:
         ).scalar_one()
     done = 0
     with tqdm(total=pending, unit="thought", desc=f"embedding with {profile.model_id}", file=sys.stderr) as bar:
-        while (count := await backfill_once(context.db, context.embedding, batch_size)) > 0:
+        while (count := await backfill_once(context.db, context.embedding, batch_size, include_other_models=True)) > 0:
             done += count
             bar.update(count)
     await context.db.dispose()

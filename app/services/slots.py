@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Primer, Slot, Thought, ThoughtHit
+from app.db.models import Primer, Slot, Thought, ThoughtHit, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import thought_select, to_record
 from app.ids import new_id
@@ -105,6 +105,7 @@ class SlotService:
             thought_select()
             .join(Primer, Primer.thought_id == Thought.id)
             .outerjoin(ThoughtHit, ThoughtHit.thought_id == Thought.id)
+            .where(Thought.status != ThoughtStatus.archived)  # archiving the thought takes it out of the slot
             .order_by(func.coalesce(ThoughtHit.hit_count, 0).desc(), Thought.id)
             .limit(50)
         )

@@ -114,7 +114,7 @@ async def test_writes_without_an_embedder_stay_pending_then_backfill_fills_them(
     assert await backfill_all(unloaded.db, embedding_runtime) == 0  # nothing left
 
 
-async def test_backfill_re_embeds_vectors_of_another_model(
+async def test_reembed_moves_vectors_of_another_model_but_the_loop_leaves_them(
     writer: ToolCaller, embedding_runtime: EmbeddingRuntime
 ) -> None:
     await writer.ok(
@@ -127,7 +127,8 @@ async def test_backfill_re_embeds_vectors_of_another_model(
             .where(Thought.content != CONTENTS[2])
             .values(embedding=stale, embedding_model="some-org/older-model")
         )
-    assert await backfill_all(writer.context.db, embedding_runtime) == 2
+    assert await backfill_all(writer.context.db, embedding_runtime) == 0  # the background loop's call
+    assert await backfill_all(writer.context.db, embedding_runtime, include_other_models=True) == 2
     rows = await _rows(writer.context.db)
     assert {model for _, model in rows.values()} == {OFFLINE_MINILM}
     for content in CONTENTS[:2]:

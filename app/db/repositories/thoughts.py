@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, func, insert, select, update
+from sqlalchemy import ColumnElement, Select, and_, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Project, Thought, ThoughtStatus
@@ -132,25 +131,18 @@ class ThoughtRepository:
                 .execution_options(synchronize_session=False)
             )
 
-    async def move_project(self, from_project: uuid.UUID, to_project: uuid.UUID) -> int:
-        result = await self.session.execute(
-            update(Thought).where(Thought.project_id == from_project).values(project_id=to_project)
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
-
-    async def pending_embedding(self, model_id: str, limit: int) -> list[tuple[uuid.UUID, str]]:
-        """Thoughts whose vector is missing or from another model, oldest first, locked for this job."""
+    async def pending_embedding(
+        self, model_id: str, limit: int, include_other_models: bool = False
+    ) -> list[tuple[uuid.UUID, str]]:
+        """Thoughts whose vector is missing (or, for reembed, from another model), locked for this job."""
+        pending: ColumnElement[bool] = Thought.embedding.is_(None)
+        if include_other_models:
+            pending = pending | (Thought.embedding_model != model_id)
         statement = (
             select(Thought.id, Thought.content)
-            .where((Thought.embedding.is_(None)) | (Thought.embedding_model != model_id))
+            .where(pending)
             .order_by(Thought.id)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
         return [(row.id, row.content) for row in await self.session.execute(statement)]
-
-    async def touch(self, thought_id: uuid.UUID) -> datetime:
-        result = await self.session.execute(
-            update(Thought).where(Thought.id == thought_id).values(updated_at=func.now()).returning(Thought.updated_at)
-        )
-        return result.scalar_one()

@@ -64,7 +64,8 @@ async def _subject(ctx: CallContext, session: AsyncSession, thought: ThoughtReco
     return Subject(thought, content, thought.created_at if thought else None, vector[0] if vector else None)
 
 
-def shape_plan(plan: Plan, full: bool, max_edges: int | None, signals: bool) -> dict[str, Any]:
+def shape_plan(plan: Plan, full: bool, max_edges: int | None) -> dict[str, Any]:
+    """Slim (top 3 edges, no signals) unless `full` (compact=false or include_signals=true: every edge, signals)."""
     limit = max_edges or (len(plan.edges) if full else SLIM_EDGES)
     edges = []
     for edge in plan.edges[:limit]:
@@ -74,9 +75,8 @@ def shape_plan(plan: Plan, full: bool, max_edges: int | None, signals: bool) -> 
             "confidence": edge.confidence,
             "rationale": edge.rationale,
         }
-        if full or signals:
+        if full:
             entry["target_content"] = edge.target.content
-        if signals:
             entry["signals"] = edge.signals
         edges.append(entry)
     return {
@@ -117,7 +117,9 @@ async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
     elif resolved is None:
         warnings.append(f"{unknown_cwd_prefix(args.cwd or path)} — {clause}")
         scope = dict(UNRESOLVED_SCOPE)
-    item = shape_plan(plan, args.compact is False, args.max_edges, args.include_signals)
+    item = shape_plan(plan, args.compact is False or args.include_signals, args.max_edges)
+    if args.fields:
+        item = {key: value for key, value in item.items() if key in args.fields}
     meta = Meta("propose", scope=scope, warnings=warnings, degraded=plan.degraded)
     answer = single(meta, item)
     answer["meta"]["counts"]["total"] = len(plan.edges)
@@ -176,7 +178,7 @@ async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
 async def list_proposals(args: ListArgs, ctx: CallContext) -> ToolAnswer:
     async with ctx.app.db.unit_of_work() as session:
         scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        rows, total, retired = await ProposalService(session, ctx.principal).page(
+        rows, total, retired, all_total = await ProposalService(session, ctx.principal).page(
             scope.project.id if scope.project else None,
             args.status,
             args.kind,
@@ -184,7 +186,9 @@ async def list_proposals(args: ListArgs, ctx: CallContext) -> ToolAnswer:
             args.limit,
             args.offset,
         )
-    meta = Meta("list", scope=scope.scope, warnings=scope.warnings, counts={"retired_count": retired})
+    meta = Meta(
+        "list", scope=scope.scope, warnings=scope.warnings, counts={"retired_count": retired, "all_total": all_total}
+    )
     return ToolAnswer(collection(meta, [shape_proposal(row) for row in rows], total=total))
 
 

@@ -210,8 +210,9 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
                 return ToolAnswer(single(meta, None))
             thought = outcome.hits[0].thought
         upstream, downstream = await GraphService(session).neighbourhood(thought.id, max_edges)
-        ids = [thought.id, *(n.thought.id for n in [*upstream, *downstream])]
-        links = await _links(session, args, ids)
+        neighbours = [n.thought.id for n in [*upstream, *downstream]]
+        await HitService(session, ctx.app.limits.primer_threshold).record(neighbours)  # the best match counted already
+        links = await _links(session, args, [thought.id, *neighbours])
     shape = _shaper(args, links)
     item = {
         "thought": shape(thought),

@@ -1,0 +1,336 @@
+"""memory_recall search with the real offline model: legs, filters, the gate, counts, calibration, scope, degraded."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from app.services.context import Limits
+from tests.conftest import MODEL_CACHE
+from tests.helpers import ToolCaller
+from tests.integration.search_support import (
+    CORPUS,
+    LEXICAL_ONLY_DEPLOY,
+    NO_CWD,
+    PARAPHRASE_OF_LUNCH,
+    PROFILE,
+    UNRELATED,
+    archive,
+    by_id,
+    calibrated,
+    create,
+    degraded_caller,
+    execute,
+    ids_of,
+    make_cluster,
+    register,
+    search,
+    seed_corpus,
+    unrelated_warning,
+)
+
+# ---------------------------------------------------------------- arguments
+
+
+async def test_query_is_required(reader: ToolCaller) -> None:
+    missing = await reader("memory_recall", {"action": "search"})
+    assert missing.error["statusCode"] == 400 and "query" in missing.text
+    empty = await reader("memory_recall", {"action": "search", "query": ""})
+    assert empty.error["statusCode"] == 400 and "query" in empty.text
+
+
+async def test_hybrid_fuses_both_legs_with_rrf(writer: ToolCaller, reader: ToolCaller) -> None:
+    ids = await seed_corpus(writer)
+    answer = await search(reader, "lunch", compact=False, min_relevance=0)
+    top = answer.items[0]
+    assert top["thought"]["id"] == ids["lunch"]
+    assert top["match_source"] == ["embedding", "bm25"]
+    # Rank 1 in both legs: 1/(60+1) twice; the fused score is normalised by the best one.
+    assert top["scores"]["rrf_score"] == pytest.approx(2 / 61, abs=1e-4)
+    assert top["scores"]["final_score"] == 1.0
+    assert top["scores"]["bm25_score"] > 0
+    rest = answer.items[1:]
+    assert rest and all(item["match_source"] == ["embedding"] for item in rest)
+    assert all("bm25_score" not in item["scores"] for item in rest)
+    # Vector-only rows ranked 2.. carry 1/(60+rank) only.
+    assert [item["scores"]["rrf_score"] for item in rest] == [
+        pytest.approx(1 / (60 + rank), abs=1e-4) for rank in range(2, 2 + len(rest))
+    ]
+
+
+async def test_hybrid_false_is_the_vector_leg_only(writer: ToolCaller, reader: ToolCaller) -> None:
+    ids = await seed_corpus(writer)
+    answer = await search(reader, "lunch", compact=False, min_relevance=0, hybrid=False)
+    assert answer.items[0]["thought"]["id"] == ids["lunch"]
+    assert answer.meta["counts"] == {"total": len(CORPUS), "returned": len(CORPUS), "filtered_out": 0}
+    for item in answer.items:
+        assert item["match_source"] == ["embedding"]
+        assert "bm25_score" not in item["scores"]
+    # Without the lexical leg a word match is no anchor: the weak deploy row is gated like any other.
+    lexical = await search(reader, LEXICAL_ONLY_DEPLOY, hybrid=False)
+    assert lexical.items == []
+    assert lexical.meta["counts"] == {"total": len(CORPUS), "returned": 0, "filtered_out": len(CORPUS)}
+    assert "reason" not in lexical.meta
+
+
+async def test_status_defaults_to_active(writer: ToolCaller, reader: ToolCaller) -> None:
+    active = await create(writer, "the lunch menu for the offsite")
+    draft = await create(writer, "lunch draft: sandwiches or pizza", status="draft")
+    archived = await create(writer, "old lunch vendor contract")
+    await archive(reader.context, archived["id"])
+
+    async def found(**arguments: Any) -> set[str]:
+        return set(ids_of(await search(reader, "lunch", **arguments)))
+
+    assert await found() == {active["id"]}
+    assert await found(status="active") == {active["id"]}
+    assert await found(status="draft") == {draft["id"]}
+    assert await found(status="archived") == {archived["id"]}
+    assert await found(status="all") == {active["id"], draft["id"], archived["id"]}
+    refused = await reader("memory_recall", {"action": "search", "query": "lunch", "status": "deleted"})
+    assert refused.error["statusCode"] == 400 and "status" in refused.text
+
+
+async def test_tag_is_cluster_and_min_importance_filter_candidates(writer: ToolCaller, reader: ToolCaller) -> None:
+    ops = await create(writer, "lunch rota for the ops team", tags=["ops"])
+    plain = await create(writer, "lunch budget for the quarter")
+    cluster = await create(writer, "lunch logistics overview")
+    await make_cluster(reader.context, cluster["id"])
+    await execute(reader.context, "UPDATE thought SET importance = 0.2 WHERE id = :id", id=uuid.UUID(plain["id"]))
+
+    async def found(**arguments: Any) -> set[str]:
+        answer = await search(reader, "lunch", min_relevance=0, **arguments)
+        assert answer.meta["counts"]["total"] == len(answer.items)  # filters shrink the candidates, not the gate
+        return set(ids_of(answer))
+
+    assert await found() == {ops["id"], plain["id"], cluster["id"]}
+    assert await found(tag="ops") == {ops["id"]}
+    assert await found(tag="nothing-tagged-so") == set()
+    assert await found(is_cluster=True) == {cluster["id"]}
+    assert await found(is_cluster=False) == {ops["id"], plain["id"]}
+    assert await found(min_importance=0.5) == {ops["id"], cluster["id"]}
+    assert await found(min_importance=0.2) == {ops["id"], plain["id"], cluster["id"]}
+    for bad in (-0.1, 1.5):
+        refused = await reader("memory_recall", {"action": "search", "query": "x", "min_importance": bad})
+        assert refused.error["statusCode"] == 400 and "min_importance" in refused.text
+
+
+async def test_limit_slices_the_page_and_is_bounded(writer: ToolCaller, reader: ToolCaller) -> None:
+    await seed_corpus(writer)
+    answer = await search(reader, "lunch", min_relevance=0, limit=3)
+    assert len(answer.items) == 3
+    assert answer.meta["counts"] == {"total": len(CORPUS), "returned": 3, "filtered_out": 0}
+    default = await search(reader, "lunch", min_relevance=0)
+    assert default.meta["counts"]["returned"] == len(CORPUS)  # default limit 10 > corpus
+    for bad in (0, 101):
+        refused = await reader("memory_recall", {"action": "search", "query": "x", "limit": bad})
+        assert refused.error["statusCode"] == 400 and "limit" in refused.text
+    assert (await search(reader, "lunch", min_relevance=0, limit=100)).meta["counts"]["returned"] == len(CORPUS)
+
+
+# ---------------------------------------------------------------- the gate and meta.counts
+
+
+async def test_default_gate_drops_unrelated_cosine_only_rows(writer: ToolCaller, reader: ToolCaller) -> None:
+    await seed_corpus(writer)
+    answer = await search(reader, UNRELATED)
+    assert answer.items == []
+    # Everything was considered and gated: no reason, the drops show in filtered_out.
+    assert answer.meta == {
+        "action": "search",
+        "scope": None,
+        "counts": {"total": len(CORPUS), "returned": 0, "filtered_out": len(CORPUS)},
+        "degraded": False,
+        "warnings": [NO_CWD],
+    }
+
+
+async def test_min_relevance_zero_turns_the_gate_off(writer: ToolCaller, reader: ToolCaller) -> None:
+    await seed_corpus(writer)
+    answer = await search(reader, UNRELATED, min_relevance=0)
+    assert len(answer.items) == len(CORPUS)
+    assert answer.meta["counts"] == {"total": len(CORPUS), "returned": len(CORPUS), "filtered_out": 0}
+
+
+async def test_gate_runs_before_the_limit_slice(writer: ToolCaller, reader: ToolCaller) -> None:
+    ids = await seed_corpus(writer)
+    answer = await search(reader, PARAPHRASE_OF_LUNCH, limit=1)
+    assert ids_of(answer) == [ids["lunch"]]
+    # total = candidates, filtered_out = gated rows, returned = after the limit: not a partition here.
+    assert answer.meta["counts"] == {"total": len(CORPUS), "returned": 1, "filtered_out": len(CORPUS) - 1}
+
+
+async def test_min_relevance_is_a_value_on_the_calibrated_scale(writer: ToolCaller, reader: ToolCaller) -> None:
+    ids = await seed_corpus(writer)
+    query = "too many simultaneous clients overwhelm the DB server"  # pool row: vector-only, relevance ≈ 0.44
+    full = await search(reader, query, compact=False, min_relevance=0)
+    relevance = by_id(full)[ids["pool"]]["scores"]["relevance"]
+    assert 0.1 < relevance < 0.9
+    kept = await search(reader, query, min_relevance=round(relevance - 0.01, 4))
+    assert ids_of(kept) == [ids["pool"]]
+    assert kept.meta["counts"]["filtered_out"] == len(CORPUS) - 1
+    dropped = await search(reader, query, min_relevance=round(relevance + 0.01, 4))
+    assert dropped.items == []
+    assert dropped.meta["counts"] == {"total": len(CORPUS), "returned": 0, "filtered_out": len(CORPUS)}
+    for bad in (-0.1, 1.01):
+        refused = await reader("memory_recall", {"action": "search", "query": "x", "min_relevance": bad})
+        assert refused.error["statusCode"] == 400 and "min_relevance" in refused.text
+
+
+async def test_bm25_anchored_rows_are_never_gated(writer: ToolCaller, reader: ToolCaller) -> None:
+    ids = await seed_corpus(writer)
+    answer = await search(reader, LEXICAL_ONLY_DEPLOY, compact=False, min_relevance=1)
+    [item] = answer.items
+    assert item["thought"]["id"] == ids["deploy"]
+    assert item["scores"]["relevance"] == 0.0  # far under the bar, kept for its lexical anchor
+    assert item["match_source"] == ["embedding", "bm25"]
+    assert item["low_confidence"] is False
+    assert answer.meta["counts"] == {"total": len(CORPUS), "returned": 1, "filtered_out": len(CORPUS) - 1}
+
+
+async def test_no_match_only_when_nothing_was_considered(writer: ToolCaller, reader: ToolCaller) -> None:
+    empty = await search(reader, "anything at all")
+    assert empty.items == []
+    assert empty.meta["reason"] == "no_match"
+    assert empty.meta["counts"] == {"total": 0, "returned": 0, "filtered_out": 0}
+    await seed_corpus(writer)
+    # Filters that leave no candidate: nothing considered → no_match.
+    tagged = await search(reader, "lunch", tag="no-such-tag")
+    assert tagged.meta["reason"] == "no_match"
+    assert tagged.meta["counts"] == {"total": 0, "returned": 0, "filtered_out": 0}
+    # Candidates all gated: no reason.
+    gated = await search(reader, UNRELATED)
+    assert "reason" not in gated.meta and gated.meta["counts"]["filtered_out"] == len(CORPUS)
+    # Ordinary hits: no reason.
+    assert "reason" not in (await search(reader, "lunch")).meta
+
+
+# ---------------------------------------------------------------- calibrated relevance
+
+
+def _relevance_matches(items: list[dict[str, Any]], unrelated_floor: float, vector_floor: float) -> None:
+    assert items
+    for item in items:
+        scores = item["scores"]
+        expected = calibrated(scores["similarity"], unrelated_floor, vector_floor)
+        assert scores["relevance"] == pytest.approx(expected, abs=2e-3), item
+        assert scores["distance"] == pytest.approx(1 - scores["similarity"], abs=2e-4)
+
+
+async def test_relevance_uses_the_active_profile_floors(writer: ToolCaller, reader: ToolCaller) -> None:
+    await seed_corpus(writer)
+    assert reader.context.embedding.profile == PROFILE
+    items: list[dict[str, Any]] = []
+    for query in ("lunch", PARAPHRASE_OF_LUNCH, "too many simultaneous clients overwhelm the DB server", UNRELATED):
+        items += (await search(reader, query, compact=False, min_relevance=0)).items
+    _relevance_matches(items, PROFILE.unrelated_floor, PROFILE.vector_floor)
+    relevances = {item["scores"]["relevance"] for item in items}
+    assert 0.0 in relevances and 1.0 in relevances  # both clamps exercised
+    assert any(0.0 < value < 1.0 for value in relevances)  # and the linear part
+
+
+@pytest.mark.parametrize("limits", [Limits(unrelated_floor=0.05, vector_floor=0.25)])
+async def test_relevance_follows_overridden_floors(writer: ToolCaller, reader: ToolCaller, limits: Limits) -> None:
+    ids = await seed_corpus(writer)
+    answer = await search(reader, PARAPHRASE_OF_LUNCH, compact=False, min_relevance=0)
+    _relevance_matches(answer.items, 0.05, 0.25)
+    scores = by_id(answer)
+    # ≈ 0.44 cosine is over the overridden vector_floor: a strong, clean match now ...
+    assert scores[ids["lunch"]]["scores"]["relevance"] == 1.0
+    assert scores[ids["lunch"]]["low_confidence"] is False
+    # ... and ≈ 0.12 (keys) sits inside the overridden span.
+    assert 0.0 < scores[ids["keys"]]["scores"]["relevance"] < 1.0
+    # The default gate (0.4) now applies on the overridden scale.
+    gated = await search(reader, PARAPHRASE_OF_LUNCH, compact=False)
+    assert all(item["scores"]["relevance"] >= 0.4 for item in gated.items)
+    assert gated.meta["counts"]["filtered_out"] == sum(
+        1 for item in answer.items if item["scores"]["relevance"] < 0.4
+    )
+
+
+# ---------------------------------------------------------------- recency
+
+
+async def test_recency_pushes_older_rows_down(writer: ToolCaller, reader: ToolCaller) -> None:
+    first = await create(writer, "billing service retries failed invoices nightly")
+    second = await create(writer, "billing service retries failed invoices hourly")
+    query = "billing service retries failed invoices"
+    plain = await search(reader, query, compact=False)
+    leader, follower = ids_of(plain)
+    assert {leader, follower} == {first["id"], second["id"]}
+    assert all("recency_score" not in item["scores"] for item in plain.items)
+    await execute(
+        reader.context,
+        "UPDATE thought SET created_at = now() - interval '30 days' WHERE id = :id",
+        id=uuid.UUID(leader),
+    )
+    boosted = await search(reader, query, compact=False, recency_weight=1, recency_half_life_days=30)
+    assert ids_of(boosted) == [follower, leader]
+    items = by_id(boosted)
+    assert items[leader]["scores"]["recency_score"] == pytest.approx(0.5, abs=1e-3)  # one half-life old
+    assert items[follower]["scores"]["recency_score"] == pytest.approx(1.0, abs=1e-3)
+    for item in boosted.items:
+        scores = item["scores"]
+        # final = normalised fused score + weight × recency (normalised: the best plain score is 1).
+        fused = scores["rrf_score"] / max(i["scores"]["rrf_score"] for i in boosted.items)
+        assert scores["final_score"] == pytest.approx(fused + scores["recency_score"], abs=2e-3)
+    # weight 0 (the default) leaves the order and the scores alone
+    again = await search(reader, query, compact=False, recency_weight=0)
+    assert ids_of(again) == [leader, follower]
+    assert all("recency_score" not in item["scores"] for item in again.items)
+    for name, bad in (("recency_weight", 1.5), ("recency_half_life_days", 0), ("recency_half_life_days", 3651)):
+        refused = await reader("memory_recall", {"action": "search", "query": "x", name: bad})
+        assert refused.error["statusCode"] == 400 and name in refused.text
+
+
+# ---------------------------------------------------------------- cwd scope
+
+
+async def test_cwd_scopes_the_search(writer: ToolCaller, reader: ToolCaller) -> None:
+    demo = await register(writer, "Demo", "/work/demo")
+    await register(writer, "Other", "/work/other")
+    here = await create(writer, "lunch in the demo project", cwd="/work/demo")
+    there = await create(writer, "lunch in the other project", cwd="/work/other")
+    scoped = await search(reader, "lunch", cwd="/work/demo/src")
+    assert ids_of(scoped) == [here["id"]]
+    assert scoped.meta["scope"] == {"project": demo["id"], "project_name": "Demo", "global": False}
+    assert scoped.meta["warnings"] == []
+    assert scoped.meta["counts"]["total"] == 1
+    for cwd in (None, ""):
+        arguments = {} if cwd is None else {"cwd": cwd}
+        wide = await search(reader, "lunch", **arguments)
+        assert set(ids_of(wide)) == {here["id"], there["id"]}
+        assert wide.meta["scope"] is None and wide.meta["warnings"] == [NO_CWD]
+    unknown = await search(reader, "lunch", cwd="/nowhere/at/all")
+    assert set(ids_of(unknown)) == {here["id"], there["id"]}
+    assert unknown.meta["scope"] == {"project": None, "project_name": None, "global": True}
+    assert unknown.meta["warnings"] == [unrelated_warning("/nowhere/at/all")]
+    # A registered project with no thoughts considered nothing.
+    await register(writer, "Empty", "/work/empty")
+    empty = await search(reader, "lunch", cwd="/work/empty")
+    assert empty.items == [] and empty.meta["reason"] == "no_match"
+
+
+# ---------------------------------------------------------------- degraded
+
+
+async def test_degraded_search_answers_from_the_lexical_leg(writer: ToolCaller, reader: ToolCaller) -> None:
+    ids = await seed_corpus(writer)
+    down = degraded_caller(reader, MODEL_CACHE)
+    answer = await search(down, "lunch", compact=False)
+    assert answer.meta["degraded"] is True
+    [item] = answer.items
+    assert item["thought"]["id"] == ids["lunch"]
+    assert item["match_source"] == ["bm25"]
+    assert set(item["scores"]) == {"rrf_score", "bm25_score", "final_score"}  # no cosine, so no relevance
+    assert item["low_confidence"] is False
+    assert answer.meta["counts"] == {"total": 1, "returned": 1, "filtered_out": 0}
+    # hybrid=false cannot run its only leg: the lexical answer still comes back, degraded.
+    vector_only = await search(down, "lunch", hybrid=False)
+    assert ids_of(vector_only) == [ids["lunch"]] and vector_only.meta["degraded"] is True
+    # Nothing lexical: no_match, still degraded.
+    nothing = await search(down, PARAPHRASE_OF_LUNCH)
+    assert nothing.items == [] and nothing.meta["reason"] == "no_match" and nothing.meta["degraded"] is True
+    assert (await search(reader, "lunch")).meta["degraded"] is False
