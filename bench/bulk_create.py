@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import random
+import signal
 import socket
 import statistics
 import subprocess
@@ -599,6 +600,10 @@ async def main_async(args: argparse.Namespace, url: str, work_dir: Path, meter: 
     return report(raw, runs, args.count)
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=10_000)
@@ -621,6 +626,7 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the server and the embedded PostgreSQL on the way out
     if args.nice:
         os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # before any thread or child exists: all inherit it
     with tempfile.TemporaryDirectory(prefix="synapto-bench-") as tmp:

@@ -1,12 +1,15 @@
 """The edge writers: link (one edge per unordered pair), unlink, retype.
 
 Every writer takes a transaction-scoped advisory lock on the pair first, so concurrent callers on
-the same pair run one after the other; the unique pair index is the backstop.
+the same pair run one after the other; the unique pair index is the backstop. A writer that needs
+several pairs (link_batch, merge) takes all its pair locks first, sorted, and only then locks thought
+rows, sorted too: the one lock order that keeps concurrent graph writers free of deadlocks.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, insert, select, text, update
@@ -42,6 +45,27 @@ class EdgeService:
         await self.session.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 7301))"), {"key": f"edge:{low}:{high}"}
         )
+
+    async def lock_pairs(self, pairs: Iterable[tuple[uuid.UUID, uuid.UUID]], *, rows: bool = True) -> None:
+        """Every pair lock in one global order (then, with `rows`, the endpoint rows in id order)."""
+        keys = sorted({(min(a, b), max(a, b)) for a, b in pairs if a != b})
+        if not keys:
+            return
+        await self.session.execute(
+            text(
+                "SELECT pg_advisory_xact_lock(hashtextextended(k, 7301)) "
+                "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS u(k, n) ORDER BY n"
+            ),
+            {"keys": [f"edge:{low}:{high}" for low, high in keys]},
+        )
+        if rows:
+            ends = sorted({end for key in keys for end in key})
+            await self.session.execute(
+                select(Thought.id)
+                .where(Thought.id.in_(ends))
+                .order_by(Thought.id)
+                .with_for_update(key_share=True)  # FOR NO KEY UPDATE
+            )
 
     async def get(self, edge_id: uuid.UUID) -> EdgeRecord | None:
         row = (await self.session.execute(select(*_COLUMNS).where(Edge.id == edge_id))).first()
@@ -140,30 +164,32 @@ class EdgeService:
             if not ends[edge.source_id]:
                 raise bad_request(cluster_rule(edge.source_id))
 
-    async def retype(self, edge: EdgeRecord, new_type: EdgeType) -> EdgeRecord:
-        """Delete + insert in this transaction: a new id, the original created_at kept."""
+    async def retype(self, edge: EdgeRecord, new_type: EdgeType) -> tuple[EdgeRecord, EdgeRecord]:
+        """Delete + insert in this transaction: a new id, the original created_at kept. Answers (old, new)."""
         await self.lock_pair(edge.source_id, edge.target_id)
         current = await self.get(edge.id)
         if current is None:  # deleted since it was read: a stale preview never writes blindly
             raise edge_not_found(edge.id)
         await self.validate_retype(current, new_type)
-        project_id = (await self.session.execute(select(Edge.project_id).where(Edge.id == edge.id))).scalar_one()
-        await self.delete(edge.id)
+        deleted = await self.session.execute(delete(Edge).where(Edge.id == edge.id).returning(Edge.project_id))
+        project_id = deleted.scalar_one_or_none()
+        if project_id is None:  # an unlink committed while this delete waited for the row: never resurrect it
+            raise edge_not_found(edge.id)
         new_edge_id = new_id()
         await self.session.execute(
             insert(Edge).values(
                 id=new_edge_id,
                 project_id=project_id,
-                source_id=edge.source_id,
-                target_id=edge.target_id,
+                source_id=current.source_id,
+                target_id=current.target_id,
                 type=new_type,
                 created_by=self.principal.user_id,
-                created_at=edge.created_at,
+                created_at=current.created_at,
             )
         )
         created = await self.get(new_edge_id)
         assert created is not None
-        return created
+        return current, created
 
 
 def cluster_rule(source_id: uuid.UUID) -> str:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.formats import iso
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 DETAIL_LIMIT = 50
@@ -191,11 +194,16 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
+def _value(value: Any) -> Any:
+    if value is None or isinstance(value, int | float | bool):
+        return value
+    if isinstance(value, datetime):
+        return iso(value)  # the wire's one time format
+    return str(value)
+
+
 def _detail(row: Any) -> dict[str, Any]:
-    return {
-        key: (str(value) if not isinstance(value, int | float | bool) and value is not None else value)
-        for key, value in row._mapping.items()
-    }
+    return {key: _value(value) for key, value in row._mapping.items()}
 
 
 class HealthService:

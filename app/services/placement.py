@@ -187,12 +187,8 @@ def _record(row: Any) -> ThoughtRecord:
 def _lifecycle(
     subject: Subject, neighbours: list[tuple[ThoughtRecord, float]], edges: list[PlannedEdge]
 ) -> dict[str, Any]:
-    for thought, _ in neighbours:
-        if (
-            normalised(thought.content) == normalised(subject.content)
-            or jaccard(thought.content, subject.content) >= MERGE_JACCARD
-        ):
-            return {"action": "merge", "target_id": str(thought.id), "rationale": "near-identical content"}
+    # DESIGN.md §9 order: replaces+archive, merge, link, keep. A `replaces` edge needs the same word overlap
+    # as a merge, so checking merge first would make replaces+archive unreachable.
     replaced = next((edge for edge in edges if edge.type == EdgeType.replaces), None)
     if replaced is not None:
         return {
@@ -200,6 +196,12 @@ def _lifecycle(
             "target_id": str(replaced.target.id),
             "rationale": "the older thought is superseded",
         }
+    for thought, _ in neighbours:
+        if (
+            normalised(thought.content) == normalised(subject.content)
+            or jaccard(thought.content, subject.content) >= MERGE_JACCARD
+        ):
+            return {"action": "merge", "target_id": str(thought.id), "rationale": "near-identical content"}
     if edges:
         return {"action": "link", "rationale": f"{len(edges)} close neighbour(s)"}
     return {"action": "keep", "rationale": "nothing close"}

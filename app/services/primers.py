@@ -26,6 +26,9 @@ class PrimerService:
         statement = self._select().order_by(func.coalesce(ThoughtHit.hit_count, 0).desc(), Primer.id).limit(cap)
         return [_shape(row) for row in await self.session.execute(statement)]
 
+    async def count(self) -> int:
+        return int((await self.session.execute(select(func.count()).select_from(Primer))).scalar_one())
+
     async def get(self, primer_id: uuid.UUID) -> dict[str, Any] | None:
         row = (await self.session.execute(self._select().where(Primer.id == primer_id))).first()
         return _shape(row) if row else None

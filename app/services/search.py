@@ -133,7 +133,8 @@ class SearchService:
         mode: Literal["flag", "off"] = "off" if query.supersession_mode == "off" else "flag"
         await self._annotate(hits, mode, query.contradiction_mode)
         reason = "ambiguous_id" if total > 1 else None
-        return SearchOutcome(hits=hits, total=total, filtered_out=max(0, total - len(hits)), reason=reason)
+        # An id is never gated: rows past the limit are sliced off (returned < total), not filtered out.
+        return SearchOutcome(hits=hits, total=total, filtered_out=0, reason=reason)
 
     # ------------------------------------------------------------ ranked search
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought, ThoughtStatus
@@ -105,8 +105,10 @@ class SupersedeService:
         lock: bool = False,
         allow_archived_source: bool = False,
     ) -> MergePlan:
-        source = await self.thoughts.get(source_id, for_update=lock)
-        target = await self.thoughts.get(target_id, for_update=lock)
+        if lock:
+            await self._lock_for_merge(source_id, target_id)
+        source = await self.thoughts.get(source_id)
+        target = await self.thoughts.get(target_id)
         plan = MergePlan(source_id, target_id, source, target, allow_archived_source=allow_archived_source)
         if source is not None:
             statement = (
@@ -116,6 +118,18 @@ class SupersedeService:
             )
             plan.source_edges = [edge_record(row) for row in await self.session.execute(statement)]
         return plan
+
+    async def _lock_for_merge(self, source_id: uuid.UUID, target_id: uuid.UUID) -> None:
+        """The pairs the merge touches (source–, target–neighbour, target–source) first, then both rows, each sorted:
+        the lock order of every graph writer (app.services.edges), so a merge never deadlocks with them."""
+        ends = (Edge.source_id == source_id) | (Edge.target_id == source_id)
+        neighbours = await self.session.execute(select(Edge.source_id, Edge.target_id).where(ends))
+        others = {row.source_id if row.target_id == source_id else row.target_id for row in neighbours}
+        pairs = [(target_id, other) for other in others | {source_id}] + [(source_id, other) for other in others]
+        await EdgeService(self.session, self.principal).lock_pairs(pairs, rows=False)
+        await self.session.execute(
+            select(Thought.id).where(Thought.id.in_({source_id, target_id})).order_by(Thought.id).with_for_update()
+        )
 
     async def merge(self, plan: MergePlan, values: dict[str, Any]) -> tuple[ThoughtRecord, int]:
         """Transfer edges under the drop rules, update the target, archive the source, record `replaces`."""
@@ -172,8 +186,7 @@ class SupersedeService:
             or (edge.type == EdgeType.cluster and edge.source_id == source.id and not target.is_cluster)
         )
         existing = None if dropped else await edges.pair_edge(target.id, other)
-        await self.session.execute(delete(Edge).where(Edge.id == edge.id))
-        if dropped:
+        if not await edges.delete(edge.id) or dropped:  # gone meanwhile (an unlink committed): nothing to move
             return False
         if existing is not None:
             # The target owns an equal symmetric relation already; any other duplicate is dropped.

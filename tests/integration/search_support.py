@@ -36,12 +36,17 @@ UNRELATED = "kitten photography tips for beginners"
 LEXICAL_ONLY_DEPLOY = "layer"
 
 
-def unrelated_warning(path: str) -> str:
-    return f'cwd "{path}" matches no known project (check it with memory_manage action=resolve) — the answer spans every project'
+def unknown_cwd_warning(path: str) -> str:
+    return (
+        f'cwd "{path}" matches no known project (check it with memory_manage action=resolve)'
+        " — the answer spans every project"
+    )
 
 
 def id_not_found(query: str) -> str:
-    return f'id_not_found: "{query}" is id-shaped but no thought carries it — the answer is a normal search for that text'
+    return (
+        f'id_not_found: "{query}" is id-shaped but no thought carries it — the answer is a normal search for that text'
+    )
 
 
 def clamp01(value: float) -> float:

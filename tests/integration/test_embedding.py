@@ -12,7 +12,7 @@ import pytest
 from pgvector import Vector as PgVector
 from sqlalchemy import func, insert, select, text, update
 
-from app.db.engine import Database
+from app.db.engine import Database, build_engine
 from app.db.models import Role, Thought
 from app.db.repositories.projects import ProjectRepository
 from app.embedding.backfill import BACKFILL_LOCK_KEY, backfill_all, backfill_once
@@ -21,6 +21,7 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.ids import new_id
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
+from app.services.reembed import reembed_all
 from tests.conftest import MODEL_CACHE
 from tests.helpers import ToolCaller
 
@@ -157,6 +158,26 @@ async def test_the_advisory_lock_admits_one_backfill_at_a_time(
     results = await asyncio.gather(backfill_once(db, embedding_runtime), backfill_once(db, embedding_runtime))
     assert sorted(results) == [0, 1]
     assert {model for _, model in (await _rows(db)).values()} == {OFFLINE_MINILM}
+
+
+async def test_reembed_waits_for_a_busy_backfill_instead_of_stopping_short(
+    database_url: str, writer: ToolCaller, limits: Limits
+) -> None:
+    await writer.ok(
+        "memory_store", {"action": "bulk_create", "thoughts": [{"content": content} for content in CONTENTS]}
+    )
+    async with writer.context.db.unit_of_work() as session:
+        await session.execute(update(Thought).values(embedding=[1.0] + [0.0] * 383, embedding_model="old/model"))
+    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
+    context = AppContext(Database(build_engine(database_url, pool_size=2)), runtime, limits)  # reembed disposes it
+    async with writer.context.db.unit_of_work() as holder:  # a serving replica's backfill holds the lock
+        await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": BACKFILL_LOCK_KEY})
+        task = asyncio.create_task(reembed_all(context, batch_size=2, retry_seconds=0.05))
+        assert await runtime.wait_ready(30)
+        await asyncio.sleep(0.3)  # reembed has met the lock by now
+        assert not task.done(), "reembed gave up while another backfill held the lock"
+    assert await asyncio.wait_for(task, 30) == 3
+    assert {model for _, model in (await _rows(writer.context.db)).values()} == {OFFLINE_MINILM}
 
 
 # ---------------------------------------------------------------- choosing the model

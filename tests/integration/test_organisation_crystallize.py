@@ -275,7 +275,8 @@ async def test_cluster_cwd_picks_the_project_else_the_members_project(writer: To
     elsewhere = await project(writer, "Elsewhere")
     members = [await thought(writer, text, "/srv/home") for text in DEPLOY]
     ids = [m["id"] for m in members]
-    moved = await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": ids[:2], "cwd": "/srv/elsewhere"})
+    arguments = {"action": "cluster", "thought_ids": ids[:2], "cwd": "/srv/elsewhere"}
+    moved = await writer.ok("memory_crystallize", arguments)
     assert moved.item["cluster"]["project"] == "Elsewhere"
     assert moved.meta["scope"] == scope_of(elsewhere)
 

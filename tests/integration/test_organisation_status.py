@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -495,7 +496,9 @@ async def test_health_counts_findings_and_the_score_follows_the_formula(writer: 
     cluster = (
         await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [m["id"] for m in members]})
     ).item
-    await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [single["id"]], "title": "Singleton"})
+    await writer.ok(
+        "memory_crystallize", {"action": "cluster", "thought_ids": [single["id"]], "title": "Singleton cluster"}
+    )
     await execute(
         writer,
         "UPDATE thought SET status = 'archived', archived_at = now() WHERE id = :id",
@@ -563,7 +566,6 @@ async def test_health_counts_findings_and_the_score_follows_the_formula(writer: 
 
     report = (await writer.ok("memory_status", {"action": "health", "include_details": True})).item
     counts = {name: entry["count"] for checks in report["categories"].values() for name, entry in checks.items()}
-    print(report["categories"]["content_quality"])
     assert {
         "cluster_constraint_violations": 1,
         "empty_clusters": 1,
@@ -598,6 +600,10 @@ async def test_health_counts_findings_and_the_score_follows_the_formula(writer: 
     assert report["categories"]["content_quality"]["too_short_content"]["details"] == [
         {"thought_id": short["id"], "content": "tiny"}
     ]
+    [stale_detail] = report["categories"]["content_quality"]["stale_drafts"]["details"]
+    assert stale_detail["thought_id"] == stale["id"]
+    assert datetime.fromisoformat(stale_detail["created_at"]) < datetime.now(UTC) - timedelta(days=39)
+    assert stale_detail["created_at"].endswith("Z")  # the wire's time format, like every other timestamp
     findings = report["summary"]["findings"]
     for severity in ("critical", "warning", "info"):
         assert findings[severity] == sum(
@@ -658,6 +664,7 @@ async def test_propose_is_slim_by_default_and_full_on_request(writer: ToolCaller
 
 
 async def test_propose_pinning_warnings_word_for_word(writer: ToolCaller) -> None:
+    unknown = 'cwd "/srv/unknown" matches no known project (check it with memory_manage action=resolve)'
     await project(writer, "Place")
     subject = await thought(writer, BILLING[0], "/srv/place")
     await thought(writer, BILLING[1], "/srv/place")
@@ -668,14 +675,12 @@ async def test_propose_pinning_warnings_word_for_word(writer: ToolCaller) -> Non
         (
             {"thought_id": subject["id"], "cwd": "/srv/unknown"},
             UNRESOLVED,
-            [
-                f'cwd "/srv/unknown" matches no known project (check it with memory_manage action=resolve) — {PIN_THOUGHT}'
-            ],
+            [f"{unknown} — {PIN_THOUGHT}"],
         ),
         (
             {"content": BILLING[3], "cwd": "/srv/unknown"},
             UNRESOLVED,
-            [f'cwd "/srv/unknown" matches no known project (check it with memory_manage action=resolve) — {PIN_DRAFT}'],
+            [f"{unknown} — {PIN_DRAFT}"],
         ),
     ]
     default_id = (await rows(writer, "SELECT id::text FROM project WHERE is_default"))[0][0]
@@ -701,7 +706,7 @@ async def test_propose_edge_rules_placement_and_lifecycle(writer: ToolCaller) ->
             "The API gateway now uses Redis for rate limiting",
             "replaces",
             "newer restatement with an evolution cue",
-            "merge",
+            "replaces+archive",
         ),
         (
             "Contra",
@@ -756,6 +761,12 @@ async def test_propose_edge_rules_placement_and_lifecycle(writer: ToolCaller) ->
                 "action": "merge",
                 "target_id": target["id"],
                 "rationale": "near-identical content",
+            }
+        if lifecycle == "replaces+archive":
+            assert plan["lifecycle"] == {
+                "action": "replaces+archive",
+                "target_id": target["id"],
+                "rationale": "the older thought is superseded",
             }
 
     await project(writer, "Clustered")

@@ -95,7 +95,10 @@ async def test_url_links_ride_on_every_hit(writer: ToolCaller, reader: ToolCalle
     linked = await create(
         writer,
         "lunch vendor menu",
-        url_links=[{"text": "menu", "url": "https://example.org/menu"}, {"text": "map", "url": "https://example.org/m"}],
+        url_links=[
+            {"text": "menu", "url": "https://example.org/menu"},
+            {"text": "map", "url": "https://example.org/m"},
+        ],
     )
     bare = await create(writer, "lunch vendor invoice")
     plain = await search(reader, "lunch vendor")
@@ -138,7 +141,7 @@ async def test_superseded_hits_are_flagged_and_ordered_after_current(writer: Too
 
 
 async def test_suppress_removes_superseded_hits_from_items_and_total(writer: ToolCaller, reader: ToolCaller) -> None:
-    old, new = await _superseded_pair(writer)
+    _old, new = await _superseded_pair(writer)
     answer = await search(reader, "lunch budget", supersession_mode="suppress")
     assert ids_of(answer) == [new["id"]]
     assert answer.meta["counts"] == {"total": 1, "returned": 1, "filtered_out": 0}
@@ -189,7 +192,7 @@ async def test_contradicted_hits_are_flagged_at_both_ends(writer: ToolCaller, re
 
 
 async def test_standing_order_is_current_contradicted_superseded(writer: ToolCaller, reader: ToolCaller) -> None:
-    old, new = await _superseded_pair(writer)
+    old, _new = await _superseded_pair(writer)
     disputed = await create(writer, "the lunch budget is unlimited on Fridays")
     rival = await create(writer, "the lunch budget is never unlimited")
     await link(writer, disputed["id"], rival["id"], "contradicts")

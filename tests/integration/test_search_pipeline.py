@@ -28,7 +28,7 @@ from tests.integration.search_support import (
     register,
     search,
     seed_corpus,
-    unrelated_warning,
+    unknown_cwd_warning,
 )
 
 # ---------------------------------------------------------------- arguments
@@ -58,6 +58,14 @@ async def test_hybrid_fuses_both_legs_with_rrf(writer: ToolCaller, reader: ToolC
     assert [item["scores"]["rrf_score"] for item in rest] == [
         pytest.approx(1 / (60 + rank), abs=1e-4) for rank in range(2, 2 + len(rest))
     ]
+
+
+async def test_the_lexical_leg_ors_the_query_words(writer: ToolCaller, reader: ToolCaller) -> None:
+    ids = await seed_corpus(writer)
+    # Neither row holds both words; each is still a BM25 anchor for the word it does hold.
+    answer = await search(reader, "descaling kubernetes Fridays", compact=False, min_relevance=1)
+    assert set(ids_of(answer)) == {ids["coffee"], ids["lunch"]}
+    assert all("bm25" in item["match_source"] for item in answer.items)
 
 
 async def test_hybrid_false_is_the_vector_leg_only(writer: ToolCaller, reader: ToolCaller) -> None:
@@ -162,6 +170,21 @@ async def test_gate_runs_before_the_limit_slice(writer: ToolCaller, reader: Tool
     assert answer.meta["counts"] == {"total": len(CORPUS), "returned": 1, "filtered_out": len(CORPUS) - 1}
 
 
+async def test_gated_rows_are_backfilled_from_the_pool(writer: ToolCaller, reader: ToolCaller) -> None:
+    ids = await seed_corpus(writer)
+    # A thought written while the embedder is down has no vector: only the lexical leg finds it (BM25 rank 2).
+    pending = await create(degraded_caller(writer, MODEL_CACHE), "the docker layer cache is pruned weekly")
+    full = await search(reader, LEXICAL_ONLY_DEPLOY, compact=False, min_relevance=0)
+    order = ids_of(full)
+    # Fused order: deploy (both legs), hnsw (vector rank 1, 1/61), the pending row (BM25 rank 2, 1/62), ...
+    assert order[:3] == [ids["deploy"], ids["hnsw"], pending["id"]]
+    assert full.items[2]["match_source"] == ["bm25"] and "similarity" not in full.items[2]["scores"]
+    answer = await search(reader, LEXICAL_ONLY_DEPLOY, limit=2)
+    # hnsw is gated; the next candidate backfills the page instead of the page shrinking to one row.
+    assert ids_of(answer) == [ids["deploy"], pending["id"]]
+    assert answer.meta["counts"] == {"total": len(CORPUS) + 1, "returned": 2, "filtered_out": len(CORPUS) - 1}
+
+
 async def test_min_relevance_is_a_value_on_the_calibrated_scale(writer: ToolCaller, reader: ToolCaller) -> None:
     ids = await seed_corpus(writer)
     query = "too many simultaneous clients overwhelm the DB server"  # pool row: vector-only, relevance ≈ 0.44
@@ -245,9 +268,7 @@ async def test_relevance_follows_overridden_floors(writer: ToolCaller, reader: T
     # The default gate (0.4) now applies on the overridden scale.
     gated = await search(reader, PARAPHRASE_OF_LUNCH, compact=False)
     assert all(item["scores"]["relevance"] >= 0.4 for item in gated.items)
-    assert gated.meta["counts"]["filtered_out"] == sum(
-        1 for item in answer.items if item["scores"]["relevance"] < 0.4
-    )
+    assert gated.meta["counts"]["filtered_out"] == sum(1 for item in answer.items if item["scores"]["relevance"] < 0.4)
 
 
 # ---------------------------------------------------------------- recency
@@ -306,7 +327,7 @@ async def test_cwd_scopes_the_search(writer: ToolCaller, reader: ToolCaller) -> 
     unknown = await search(reader, "lunch", cwd="/nowhere/at/all")
     assert set(ids_of(unknown)) == {here["id"], there["id"]}
     assert unknown.meta["scope"] == {"project": None, "project_name": None, "global": True}
-    assert unknown.meta["warnings"] == [unrelated_warning("/nowhere/at/all")]
+    assert unknown.meta["warnings"] == [unknown_cwd_warning("/nowhere/at/all")]
     # A registered project with no thoughts considered nothing.
     await register(writer, "Empty", "/work/empty")
     empty = await search(reader, "lunch", cwd="/work/empty")

@@ -33,8 +33,11 @@ class DeleteArgs(ConfirmArgs):
 
 async def list_primers(args: ListArgs, ctx: CallContext) -> ToolAnswer:
     async with ctx.app.db.unit_of_work() as session:
-        rows = await PrimerService(session).list(ctx.app.limits.primer_list_cap)
-    return ToolAnswer(collection(Meta("list"), rows))
+        service = PrimerService(session)
+        rows = await service.list(ctx.app.limits.primer_list_cap)
+        # the cap is a page: `total` is every primer, `filtered_out` what the cap left out
+        total = await service.count() if len(rows) >= ctx.app.limits.primer_list_cap else len(rows)
+    return ToolAnswer(collection(Meta("list"), rows, total=total))
 
 
 async def delete_primer(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:

@@ -44,8 +44,8 @@ class TimelineArgs(CwdArgs, ShapeArgs, LinksArgs):
 async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
     data = ReflectInput(
         summary=args.summary,
-        goals_add=args.goals_add or [],
-        goals_remove=args.goals_remove or [],
+        goals_add=[goal for goal in args.goals_add or [] if goal.strip()],
+        goals_remove=[goal for goal in args.goals_remove or [] if goal.strip()],
         decisions=[text.strip() for text in args.decisions or [] if text.strip()],
         pending=[text.strip() for text in args.pending or [] if text.strip()],
         wake_days=args.wake_days,
@@ -55,8 +55,10 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
             "memory_reflect action=reflect has nothing to record: pass summary, goals_add, goals_remove, "
             "decisions or pending"
         )
-    for index, text in enumerate([*data.decisions, *data.pending]):
-        check_content(text, ctx.app.limits.content_hard, f"decisions/pending[{index}]")
+    for name, texts in (("decisions", args.decisions or []), ("pending", args.pending or [])):
+        for index, text in enumerate(texts):
+            if text.strip():  # blank entries are skipped, not refused
+                check_content(text.strip(), ctx.app.limits.content_hard, f"{name}[{index}]")
     texts = [*data.decisions, *data.pending]
     vectors = await ctx.app.embedding.embed_passages(texts) if texts else None
     profile = ctx.app.embedding.profile

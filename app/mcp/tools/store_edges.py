@@ -32,6 +32,7 @@ async def link_batch(args: LinkBatchArgs, ctx: CallContext) -> ToolAnswer:
     items: list[dict[str, Any]] = []
     async with ctx.app.db.unit_of_work() as session:
         service = EdgeService(session, ctx.principal)
+        await service.lock_pairs(_parsed_pairs(args))  # all locks up front, in one order: no deadlock
         for index, entry in enumerate(args.links):
             row: dict[str, Any] = {
                 "index": index,
@@ -53,6 +54,16 @@ async def link_batch(args: LinkBatchArgs, ctx: CallContext) -> ToolAnswer:
     failed = sum(1 for row in items if row["status"] == "failed")
     meta = Meta("link_batch", counts={"linked": len(items) - failed, "failed": failed})
     return ToolAnswer(collection(meta, items))
+
+
+def _parsed_pairs(args: LinkBatchArgs) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    pairs = []
+    for entry in args.links:
+        try:
+            pairs.append((uuid_arg(entry.source, "source"), uuid_arg(entry.target, "target")))
+        except AppError:
+            continue  # reported by its own row
+    return pairs
 
 
 def _consequence(edge: Any) -> str:
@@ -141,7 +152,7 @@ async def retype(args: RetypeArgs, ctx: CallContext) -> ToolAnswer:
         await service.validate_retype(edge, args.new_type)
         if args.confirm:
             await previews.redeem(ctx.principal, TOOL, "retype", previewed_arguments(args), args.preview_token)
-            created = await service.retype(edge, args.new_type)
+            edge, created = await service.retype(edge, args.new_type)
             await AuditRepository(session).record(
                 ctx.principal.user_id,
                 TOOL,

@@ -1,0 +1,764 @@
+"""Benchmark: `memory_recall action=search` at scale — latency over HTTP, where the time goes, HNSW recall.
+
+    python -m bench.search --thoughts 10000             # what `make bench-search` runs
+    python -m bench.search --thoughts 100000 --clients 1,16 --queries 200
+
+Dataset: `bench.dataset` (N realistic thoughts over 5 projects, 50/25/15/7/3 %), loaded once into
+`bench/.data/<N>` through the real write path and reused by later runs.
+
+1. **HTTP** — `synaptomind serve` (create_http_app under uvicorn) in a subprocess on a free
+   loopback port, offline model, rate limit and background jobs off, a bearer token created in
+   the database; driven by the official MCP SDK client (`ClientSession` over streamable HTTP), one
+   session per concurrent client. Modes: `hybrid` (agents' queries with their project's cwd),
+   `vector` (the same with hybrid=false), `id` (a full UUID), each at every `--clients` count;
+   `hybrid_all` (no cwd) and `hybrid_small` (the 3 % project) at 1 client. p50/p95/p99 and calls/s.
+2. **Where the time goes** (1 client, in this process, same queries): the query embedding alone,
+   `SearchService.search` (embedding timed inside it; the rest is SQL + fusion; every statement is
+   timed with SQLAlchemy cursor events), the whole tool through `app.mcp.registry.dispatch`, and the
+   HTTP call: protocol = HTTP − dispatch.
+3. **HNSW recall@10** of the vector leg against exact search (the same statement with index and
+   bitmap scans off) for `--recall-queries` queries, without and with the 3 % project's filter, for
+   the shipped `SearchRepository.vector_leg` and for a sweep of hnsw.ef_search values (latency too).
+4. **Filtered full pages**: how many searches scoped to the 3 % project (and to that project plus a
+   tag) return a full page of `limit` rows (min_relevance 0 so the relevance gate does not cut).
+
+Results go to stdout and to bench/results/search-<N>.json (gitignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, select, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.engine import Database, build_engine
+from app.db.models import Role, Thought, ThoughtStatus
+from app.db.repositories.projects import ProjectRepository
+from app.db.repositories.search import SearchFilter, SearchRepository
+from app.embedding.embedder import Embedder, Vector
+from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
+from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.mcp.registry import CallContext
+from app.mcp.tools.recall_search import search_service
+from app.services.auth import AuthService
+from app.services.context import AppContext, Limits
+from app.services.scope import resolve_read_scope
+from app.services.search import SearchQuery, pool_size
+from bench.dataset import (
+    PROJECTS,
+    Dataset,
+    SeedQuery,
+    admin_principal,
+    describe,
+    generate_queries,
+    model_cache_dir,
+    offline_runtime,
+    open_dataset,
+    tool_caller,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SMALL = len(PROJECTS) - 1  # the 3 % project
+LIMIT = 10
+SHIPPED_EF = "max(40, min(pool, 1000))"
+
+# ---------------------------------------------------------------- statistics and machine state
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (nearest rank on sorted values)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
+    ms = [value * 1000 for value in seconds]
+    return {
+        "n": len(ms),
+        "mean": round(statistics.mean(ms), 2),
+        "p50": round(pct(ms, 50), 2),
+        "p95": round(pct(ms, 95), 2),
+        "p99": round(pct(ms, 99), 2),
+        "max": round(max(ms), 2),
+    }
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    try:
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+class CpuMeter:
+    """CPU seconds of this process, the server subprocess and the embedded PostgreSQL, and of the machine."""
+
+    def __init__(self, pgdata: Path | None) -> None:
+        self.pgdata = pgdata
+        self.server_pid: int | None = None
+        self.ticks = os.sysconf("SC_CLK_TCK")
+
+    def _postmaster(self) -> int | None:
+        try:
+            return int((self.pgdata / "postmaster.pid").read_text().split()[0]) if self.pgdata else None
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def snapshot(self) -> dict[str, Any]:
+        per_role = {"client": 0, "server": 0, "postgres": 0}
+        postmaster = self._postmaster()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                content = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = content[content.rindex(")") + 2 :].split()
+            pid, parent, ticks = int(entry.name), int(fields[1]), int(fields[11]) + int(fields[12])
+            if pid == os.getpid():
+                per_role["client"] += ticks
+            elif pid == self.server_pid:
+                per_role["server"] += ticks
+            elif postmaster is not None and (pid == postmaster or parent == postmaster):
+                per_role["postgres"] += ticks
+        return {"roles": per_role, "machine": _cpu_times(), "wall": time.perf_counter()}
+
+    def since(self, before: dict[str, Any]) -> dict[str, Any]:
+        after = self.snapshot()
+        wall = after["wall"] - before["wall"]
+        cpu = {role: (after["roles"][role] - before["roles"][role]) / self.ticks for role in after["roles"]}
+        result: dict[str, Any] = {"wall_s": round(wall, 2), **{f"{k}_cpu_s": round(v, 2) for k, v in cpu.items()}}
+        if before["machine"] and after["machine"]:
+            busy = after["machine"][0] - before["machine"][0]
+            total = after["machine"][1] - before["machine"][1]
+            cores = os.cpu_count() or 1
+            machine_busy_s = busy / max(total, 1) * wall * cores
+            result["machine_busy"] = round(busy / max(total, 1), 2)  # share of all cores busy
+            result["others_cpu_s"] = round(max(0.0, machine_busy_s - sum(cpu.values())), 2)
+        result["load1"] = round(os.getloadavg()[0], 2)
+        return result
+
+
+def machine() -> str:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores, {memory:.0f} GiB RAM, Python {platform.python_version()}, {platform.machine()}"
+
+
+async def versions(db: Database) -> str:
+    async with db.unit_of_work() as session:
+        pg = (await session.execute(text("SHOW server_version"))).scalar_one()
+        vector = (await session.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))).scalar()
+        buffers = (await session.execute(text("SHOW shared_buffers"))).scalar_one()
+    return f"PostgreSQL {pg} + pgvector {vector} (shared_buffers {buffers})"
+
+
+# ---------------------------------------------------------------- in-process timing helpers
+
+
+class TimedEmbedder:
+    """The real embedder, adding up the seconds spent embedding queries."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.profile: ModelProfile = inner.profile
+        self.seconds = 0.0
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[Vector]:
+        return await self.inner.embed_passages(texts)
+
+    async def embed_query(self, text_: str) -> Vector:
+        started = time.perf_counter()
+        try:
+            return await self.inner.embed_query(text_)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+@dataclass
+class StatementClock:
+    """Seconds per kind of SQL statement on one engine (cursor execute to return, round trip included)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    armed: bool = False
+
+    @staticmethod
+    def kind(statement: str) -> str:
+        flat = " ".join(statement.split()).lower()
+        if flat.startswith("set local"):
+            return "set local"
+        if "<=>" in flat and "order by" in flat:
+            return "vector leg"
+        if "@@" in flat:
+            return "lexical leg"
+        if "<=>" in flat:
+            return "distances of lexical-only rows"
+        if "thought_hit" in flat or "primer" in flat:
+            return "hit counting"
+        if "from edge" in flat:
+            return "standing edges"
+        if "from project" in flat:
+            return "scope (project)"
+        if "from thought" in flat:
+            return "records"
+        return "other"
+
+    def attach(self, db: Database) -> None:
+        started: dict[int, float] = {}
+
+        def before(conn: Connection, cursor: Any, statement: str, *args: Any) -> None:
+            started[id(cursor)] = time.perf_counter()
+
+        def after(conn: Connection, cursor: Any, statement: str, *args: Any) -> None:
+            begin = started.pop(id(cursor), None)
+            if begin is None or not self.armed:
+                return
+            kind = self.kind(statement)
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - begin
+            self.calls[kind] = self.calls.get(kind, 0) + 1
+
+        event.listen(db.engine.sync_engine, "before_cursor_execute", before)
+        event.listen(db.engine.sync_engine, "after_cursor_execute", after)
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+
+# ---------------------------------------------------------------- the HTTP server and clients
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                state = json.load(response)["checks"]["embedder"]["state"]
+                if state == "ready":
+                    return
+                if state in ("fallback", "unavailable"):
+                    raise SystemExit(f"server embedder {state}")
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit("the server did not become ready")
+
+
+def start_server(port: int, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("wb") as log:
+        command = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+@asynccontextmanager
+async def http_server(url: str, work_dir: Path, meter: CpuMeter) -> AsyncIterator[str]:
+    """`python -m app serve` (create_http_app under uvicorn) on a free loopback port; yields the /mcp URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "SYNAPTO_DATABASE_URL": url,
+        "SYNAPTO_DATA_DIR": str(work_dir / "data"),
+        "SYNAPTO_EMBEDDING__MODEL": OFFLINE_MINILM,
+        "SYNAPTO_EMBEDDING__CACHE_DIR": str(model_cache_dir()),
+        "SYNAPTO_RATE_LIMIT__PER_MINUTE": "0",
+        "SYNAPTO_JOBS__ENABLED": "false",
+        "SYNAPTO_LOG_LEVEL": "WARNING",
+    }
+    server = start_server(port, env, work_dir / "server.log")
+    meter.server_pid = server.pid
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await asyncio.to_thread(wait_ready, base, server)
+        yield f"{base}/mcp"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        meter.server_pid = None
+
+
+@asynccontextmanager
+async def mcp_session(mcp_url: str, token: str) -> AsyncIterator[Any]:
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        streamable_http_client(mcp_url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    build: str  # "query" | "id"
+    extra: dict[str, Any]
+    cwd: str  # "skew" | "none" | "small"
+
+
+MODES = {
+    "hybrid": Mode("hybrid", "query", {}, "skew"),
+    "vector": Mode("vector", "query", {"hybrid": False}, "skew"),
+    "id": Mode("id", "id", {}, "skew"),
+    "hybrid_all": Mode("hybrid_all", "query", {}, "none"),
+    "hybrid_small": Mode("hybrid_small", "query", {}, "small"),
+}
+
+
+def arguments_for(mode: Mode, queries: list[SeedQuery], small: list[SeedQuery], ids: list[str]) -> list[dict[str, Any]]:
+    calls = []
+    source = small if mode.cwd == "small" else queries
+    for index, query in enumerate(source):
+        args: dict[str, Any] = {"action": "search", **mode.extra}
+        args["query"] = ids[index % len(ids)] if mode.build == "id" else query.text
+        if mode.cwd != "none":
+            args["cwd"] = PROJECTS[query.project].cwd
+        calls.append(args)
+    return calls
+
+
+async def run_http(mcp_url: str, token: str, calls: list[dict[str, Any]], clients: int) -> tuple[list[float], float]:
+    """Every call once, spread over `clients` concurrent sessions; (latencies, wall seconds)."""
+    work: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for call in calls:
+        work.put_nowait(call)
+    latencies: list[float] = []
+    ready = asyncio.Barrier(clients + 1)
+    done = asyncio.Event()
+
+    async def client() -> None:
+        async with mcp_session(mcp_url, token) as session:
+            await ready.wait()
+            while True:
+                try:
+                    arguments = work.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+                started = time.perf_counter()
+                result = await session.call_tool("memory_recall", arguments)
+                latencies.append(time.perf_counter() - started)
+                if result.is_error:
+                    detail = "".join(getattr(block, "text", "") for block in result.content)
+                    raise SystemExit(f"search failed: {detail[:300]}")
+            await done.wait()  # keep every session open until all have finished
+
+    tasks = [asyncio.create_task(client()) for _ in range(clients)]
+    await ready.wait()
+    started = time.perf_counter()
+    while any(not task.done() for task in tasks) and (len(latencies) < len(calls)):
+        await asyncio.sleep(0.005)
+        for task in tasks:
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    wall = time.perf_counter() - started
+    done.set()
+    await asyncio.gather(*tasks)
+    return latencies, wall
+
+
+# ---------------------------------------------------------------- vector-leg statements for recall
+
+
+def vector_statement(vector: Sequence[float], where: SearchFilter, pool: int) -> Any:
+    """The shipped vector leg's SELECT (app/db/repositories/search.py), without its SET LOCALs."""
+    distance = Thought.embedding.cosine_distance(list(vector))
+    return (
+        select(Thought.id, distance.label("distance"))
+        .where(Thought.embedding_model == OFFLINE_MINILM, *where.clauses())
+        .order_by(distance)
+        .limit(pool)
+    )
+
+
+async def exact(session: AsyncSession, vector: Sequence[float], where: SearchFilter, pool: int) -> list[Any]:
+    await session.execute(text("SET LOCAL enable_indexscan = off"))
+    await session.execute(text("SET LOCAL enable_bitmapscan = off"))
+    rows = (await session.execute(vector_statement(vector, where, pool))).all()
+    return sorted(((row.id, float(row.distance)) for row in rows), key=lambda row: row[1])
+
+
+async def approximate(
+    session: AsyncSession, vector: Sequence[float], where: SearchFilter, pool: int, ef: int | None
+) -> tuple[list[Any], float]:
+    """(rows nearest first, seconds of the SELECT): ef=None = the shipped SearchRepository.vector_leg."""
+    if ef is None:
+        started = time.perf_counter()
+        rows = await SearchRepository(session).vector_leg(vector, OFFLINE_MINILM, where, pool)
+        return rows, time.perf_counter() - started
+    await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+    await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef)}"))
+    started = time.perf_counter()
+    result = (await session.execute(vector_statement(vector, where, pool))).all()
+    seconds = time.perf_counter() - started
+    return sorted(((row.id, float(row.distance)) for row in result), key=lambda row: row[1]), seconds
+
+
+def recall_at(found: list[Any], truth: list[Any], k: int) -> float:
+    """Share of the exact top-k found in the approximate top-k (a tie at the k-th distance counts)."""
+    if not truth:
+        return 1.0
+    top = truth[:k]
+    cutoff = top[-1][1] + 1e-6
+    want = {row[0] for row in top}
+    got = found[:k]
+    hits = sum(1 for row in got if row[0] in want or row[1] <= cutoff)
+    return min(1.0, hits / len(top))
+
+
+async def explain(db: Database, vector: Sequence[float], where: SearchFilter, pool: int) -> list[str]:
+    """EXPLAIN ANALYZE of the shipped vector leg (same SET LOCALs, same WHERE) for one query."""
+    project = "" if where.project_id is None else " AND project_id = :project"
+    sql = (
+        "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT id, embedding <=> :v AS distance FROM thought "
+        f"WHERE embedding_model = :model AND status IN ('active'){project} ORDER BY embedding <=> :v LIMIT :pool"
+    )
+    params: dict[str, Any] = {"v": list(vector), "model": OFFLINE_MINILM, "pool": pool}
+    if where.project_id is not None:
+        params["project"] = where.project_id
+    async with db.unit_of_work() as session:
+        await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {max(40, min(pool, 1000))}"))
+        return [row[0] for row in await session.execute(text(sql), params)]
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+@dataclass
+class Setup:
+    db: Database
+    runtime: EmbeddingRuntime
+    timed: TimedEmbedder
+    clock: StatementClock
+    context: AppContext
+    token: str
+    projects: dict[str, uuid.UUID]
+    ids: list[str]
+    queries: list[SeedQuery]
+    small: list[SeedQuery]
+    recall_queries: list[SeedQuery]
+
+
+async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
+    inner = await offline_runtime()
+    assert inner.embedder is not None
+    timed = TimedEmbedder(inner.embedder)
+    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir()))
+    runtime.use(timed)
+    db = Database(build_engine(dataset.url, pool_size=4))
+    clock = StatementClock()
+    clock.attach(db)
+    async with db.unit_of_work() as session:
+        token, _ = await AuthService(session).create_token(f"bench-search-{uuid.uuid4().hex[:6]}", Role.reader)
+        projects = {
+            row.name: row.id
+            for row in await session.execute(text("SELECT name, id FROM project WHERE local_path LIKE '/bench/%'"))
+        }
+        id_rows = await session.execute(
+            text("SELECT id FROM thought WHERE status = 'active' ORDER BY hashtext(content) LIMIT :n"),
+            {"n": args.queries},
+        )
+        ids = [str(row.id) for row in id_rows]
+    rng = random.Random(7)
+    # Full UUIDs as agents paste them: mostly canonical, some upper case or without hyphens.
+    ids = [i.upper() if rng.random() < 0.2 else i.replace("-", "") if rng.random() < 0.2 else i for i in ids]
+    return Setup(
+        db=db,
+        runtime=runtime,
+        timed=timed,
+        clock=clock,
+        context=AppContext(db, runtime, Limits()),
+        token=token,
+        projects=projects,
+        ids=ids,
+        queries=generate_queries(args.queries),
+        small=generate_queries(args.queries, seed=99, project=SMALL),
+        recall_queries=generate_queries(args.recall_queries, seed=123),
+    )
+
+
+async def http_section(setup: Setup, mcp_url: str, args: argparse.Namespace, meter: CpuMeter) -> list[dict[str, Any]]:
+    rows = []
+    warm = arguments_for(MODES["hybrid"], generate_queries(20, seed=5), [], setup.ids)
+    await run_http(mcp_url, setup.token, warm, 1)
+    plan = [(name, clients) for name in ("hybrid", "vector", "id") for clients in args.clients]
+    plan += [("hybrid_all", 1), ("hybrid_small", 1)]
+    for name, clients in plan:
+        mode = MODES[name]
+        calls = arguments_for(mode, setup.queries, setup.small, setup.ids)
+        await run_http(mcp_url, setup.token, calls[: max(clients * 2, 10)], clients)  # warm this mode's path
+        before = meter.snapshot()
+        latencies, wall = await run_http(mcp_url, setup.token, calls, clients)
+        cpu = meter.since(before)
+        stats = summary_ms(latencies)
+        row = {"mode": name, "clients": clients, **stats, "calls_per_s": round(len(latencies) / wall, 1), **cpu}
+        rows.append(row)
+        print(
+            f"  http {name:<13} clients {clients:>2}: p50 {stats['p50']:6.1f}  p95 {stats['p95']:6.1f}  "
+            f"p99 {stats['p99']:6.1f} ms  {row['calls_per_s']:6.1f} calls/s   "
+            f"(CPU s client {cpu['client_cpu_s']}, server {cpu['server_cpu_s']}, pg {cpu['postgres_cpu_s']}, "
+            f"others {cpu.get('others_cpu_s')}; load {cpu['load1']})",
+            flush=True,
+        )
+    return rows
+
+
+async def breakdown_section(setup: Setup, http_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """1 client, sequential, in this process: embed alone, SearchService, dispatch — per mode."""
+    principal = await admin_principal(setup.db, "bench-search-inprocess")
+    call = tool_caller(setup.context, principal)
+    ctx = CallContext(setup.context, principal, "memory_recall")
+    result: dict[str, Any] = {}
+    for name in ("hybrid", "vector", "id"):
+        mode = MODES[name]
+        calls = arguments_for(mode, setup.queries, setup.small, setup.ids)
+        embed_alone: list[float] = []
+        if mode.build == "query":
+            for arguments in calls:
+                started = time.perf_counter()
+                await setup.runtime.embed_query(arguments["query"])
+                embed_alone.append(time.perf_counter() - started)
+        service: list[float] = []
+        embed_inside = 0.0
+        setup.clock.reset()
+        setup.clock.armed = True
+        for arguments in calls:
+            setup.timed.seconds = 0.0
+            started = time.perf_counter()
+            async with setup.db.unit_of_work() as session:
+                scope = await resolve_read_scope(ProjectRepository(session), arguments.get("cwd"))
+                project = scope.project.id if scope.project else None
+                where = SearchFilter(project, (ThoughtStatus.active,), None, None, None)
+                query = SearchQuery(
+                    text=arguments["query"], where=where, limit=LIMIT, hybrid=arguments.get("hybrid", True)
+                )
+                await search_service(session, ctx).search(query)
+            service.append(time.perf_counter() - started)
+            embed_inside += setup.timed.seconds
+        setup.clock.armed = False
+        statements = {k: round(v / len(calls) * 1000, 2) for k, v in sorted(setup.clock.seconds.items())}
+        dispatch_times: list[float] = []
+        for arguments in calls:
+            started = time.perf_counter()
+            await call("memory_recall", arguments)
+            dispatch_times.append(time.perf_counter() - started)
+        http = next(row for row in http_rows if row["mode"] == name and row["clients"] == 1)
+        embed_ms = embed_inside / len(calls) * 1000
+        service_ms = statistics.mean(service) * 1000
+        dispatch_ms = statistics.mean(dispatch_times) * 1000
+        statement_ms = sum(statements.values())
+        parts = {
+            "embedding": embed_ms,
+            "sql_statements": statement_ms,
+            "service_python": service_ms - embed_ms - statement_ms,
+            "tool_layer": dispatch_ms - service_ms,
+            "protocol": http["mean"] - dispatch_ms,
+        }
+        result[name] = {
+            "embed_alone_ms": summary_ms(embed_alone) if embed_alone else None,
+            "service_ms": summary_ms(service),
+            "dispatch_ms": summary_ms(dispatch_times),
+            "http_ms": {key: http[key] for key in ("mean", "p50", "p95", "p99")},
+            "statements_mean_ms": statements,
+            "statement_calls_per_search": {k: round(v / len(calls), 2) for k, v in setup.clock.calls.items()},
+            "parts_mean_ms": {k: round(v, 2) for k, v in parts.items()},
+            "parts_share": {k: round(v / http["mean"], 3) for k, v in parts.items()},
+        }
+        shares = ", ".join(f"{k} {v:.1f} ms ({v / http['mean']:.0%})" for k, v in parts.items())
+        print(f"  breakdown {name:<7} (mean of HTTP {http['mean']:.1f} ms): {shares}", flush=True)
+        print(f"    statements (mean ms per search): {statements}", flush=True)
+    return result
+
+
+async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
+    pool = pool_size(LIMIT)
+    small_id = setup.projects[PROJECTS[SMALL].name]
+    filters = {
+        "all projects": SearchFilter(None, (ThoughtStatus.active,), None, None, None),
+        f"project {PROJECTS[SMALL].name} (3 %)": SearchFilter(small_id, (ThoughtStatus.active,), None, None, None),
+    }
+    vectors: list[Vector] = []
+    for query in setup.recall_queries:
+        vector = await setup.runtime.embed_query(query.text)
+        assert vector is not None
+        vectors.append(vector)
+    out: dict[str, Any] = {"pool": pool, "shipped_ef_search": max(40, min(pool, 1000)), "filters": {}}
+    for label, where in filters.items():
+        truths = []
+        exact_times = []
+        for vector in vectors:
+            async with setup.db.unit_of_work() as session:
+                started = time.perf_counter()
+                truths.append(await exact(session, vector, where, pool))
+                exact_times.append(time.perf_counter() - started)
+        variants: list[int | None] = [None, *efs]
+        rows = []
+        for ef in variants:
+            r10, r100, times, returned = [], [], [], []
+            for vector, truth in zip(vectors, truths, strict=True):
+                async with setup.db.unit_of_work() as session:
+                    found, seconds = await approximate(session, vector, where, pool, ef)
+                r10.append(recall_at(found, truth, 10))
+                r100.append(recall_at(found, truth, pool))
+                times.append(seconds)
+                returned.append(len(found))
+            row: dict[str, Any] = {
+                "ef_search": "shipped" if ef is None else ef,
+                "recall_at_10": round(statistics.mean(r10), 4),
+                "min_recall_at_10": round(min(r10), 2),
+                f"recall_at_{pool}": round(statistics.mean(r100), 4),
+                "full_pool_share": round(sum(1 for n in returned if n >= min(pool, len(truths[0]))) / len(returned), 3),
+                "ms": summary_ms(times),
+            }
+            rows.append(row)
+            print(
+                f"  recall {label:<22} ef {row['ef_search']!s:>7}: R@10 {row['recall_at_10']:.4f} "
+                f"(min {row['min_recall_at_10']:.1f})  R@{pool} {row[f'recall_at_{pool}']:.4f}  "
+                f"p50 {row['ms']['p50']:5.2f} ms  p95 {row['ms']['p95']:5.2f} ms",
+                flush=True,
+            )
+        plan = await explain(setup.db, vectors[0], where, pool)
+        out["filters"][label] = {
+            "queries": len(vectors),
+            "exact_ms": summary_ms(exact_times),
+            "rows": rows,
+            "plan": plan,
+        }
+        print("    plan: " + " | ".join(line.strip() for line in plan[:6]), flush=True)
+    return out
+
+
+async def full_page_section(setup: Setup) -> dict[str, Any]:
+    """Searches scoped to the 3 % project (and to it plus a tag): the share that fill `limit` rows."""
+    principal = await admin_principal(setup.db, "bench-search-inprocess")
+    call = tool_caller(setup.context, principal)
+    small = PROJECTS[SMALL]
+    async with setup.db.unit_of_work() as session:
+        tag_counts = await session.execute(
+            text(
+                "SELECT tag, count(*) AS n FROM thought t JOIN project p ON p.id = t.project_id, unnest(t.tags) tag "
+                "WHERE p.name = :p AND t.status = 'active' GROUP BY tag ORDER BY n DESC"
+            ),
+            {"p": small.name},
+        )
+        tags = {row.tag: int(row.n) for row in tag_counts}
+    rare_tag = next((tag for tag, n in sorted(tags.items(), key=lambda kv: kv[1]) if n >= LIMIT), None)
+    cases: list[tuple[str, dict[str, Any], int]] = []
+    for limit in (LIMIT, 100):
+        cases.append((f"{small.name}, vector, limit {limit}", {"hybrid": False, "limit": limit}, limit))
+        cases.append((f"{small.name}, hybrid, limit {limit}", {"limit": limit}, limit))
+    if rare_tag is not None:
+        cases.append(
+            (
+                f"{small.name} + tag {rare_tag} ({tags[rare_tag]} rows), vector",
+                {"hybrid": False, "tag": rare_tag},
+                LIMIT,
+            )
+        )
+    out = {}
+    for label, extra, limit in cases:
+        full = 0
+        returned = []
+        for query in setup.small[:100]:
+            arguments = {"action": "search", "query": query.text, "cwd": small.cwd, "min_relevance": 0, **extra}
+            answer = await call("memory_recall", arguments)
+            got = answer["meta"]["counts"]["returned"]
+            returned.append(got)
+            full += got >= limit
+        out[label] = {
+            "queries": len(returned),
+            "full_page_share": round(full / len(returned), 3),
+            "min_returned": min(returned),
+        }
+        print(f"  full pages {label:<40}: {full}/{len(returned)} (fewest rows {min(returned)})", flush=True)
+    return out
+
+
+async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
+    meter = CpuMeter(dataset.pgdata)
+    setup = await prepare(dataset, args)
+    info = {
+        "thoughts": args.thoughts,
+        "machine": machine(),
+        "database": await versions(setup.db),
+        "dataset": await describe(dataset.url),
+        "queries": args.queries,
+        "recall_queries": args.recall_queries,
+        "load_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    print(json.dumps(info, indent=1), flush=True)
+    results: dict[str, Any] = {"info": info}
+    try:
+        if not args.skip_http:
+            async with http_server(dataset.url, work_dir, meter) as mcp_url:
+                results["http"] = await http_section(setup, mcp_url, args, meter)
+            results["breakdown"] = await breakdown_section(setup, results["http"])
+        results["recall"] = await recall_section(setup, args.ef)
+        results["full_pages"] = await full_page_section(setup)
+    finally:
+        await setup.db.dispose()
+    info["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"load average at start {info['load_start']}, at end {info['load_end']}")
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--thoughts", type=int, default=10_000)
+    parser.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 16])
+    parser.add_argument("--queries", type=int, default=200, help="calls per HTTP mode (and in-process pass)")
+    parser.add_argument("--recall-queries", type=int, default=200)
+    parser.add_argument("--ef", type=lambda s: [int(x) for x in s.split(",")], default=[40, 64, 100, 200, 400])
+    parser.add_argument("--skip-http", action="store_true", help="only recall and full pages")
+    parser.add_argument("--json", type=Path, help="default: bench/results/search-<N>.json")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="synapto-bench-search-") as tmp, open_dataset(args.thoughts) as dataset:
+        results = asyncio.run(main_async(dataset, args, Path(tmp)))
+    target = args.json or RESULTS / f"search-{args.thoughts}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"results: {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Background jobs (app/services/jobs.py): importance decay and proposal expiry under advisory locks."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import text
+
+from app.db.engine import Database
+from app.ids import new_id
+from app.services.jobs import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY, JobSettings, decay_importance, expire_housekeeping
+from tests.helpers import ToolCaller
+
+
+async def rows(db: Database, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    async with db.unit_of_work() as session:
+        return [tuple(row) for row in (await session.execute(text(sql), params)).all()]
+
+
+async def execute(db: Database, sql: str, **params: Any) -> None:
+    async with db.unit_of_work() as session:
+        await session.execute(text(sql), params)
+
+
+async def thought(caller: ToolCaller, content: str) -> str:
+    return str((await caller.ok("memory_store", {"action": "create", "content": content})).item["id"])
+
+
+async def importance(db: Database, thought_id: str) -> float:
+    return float((await rows(db, "SELECT importance FROM thought WHERE id = :id", id=thought_id))[0][0])
+
+
+async def hit(db: Database, thought_id: str, hours_ago: int) -> None:
+    await execute(
+        db,
+        "INSERT INTO thought_hit (thought_id, project_id, hit_count, last_hit_at) "
+        "SELECT id, project_id, 1, now() - make_interval(hours => :hours) FROM thought WHERE id = :id",
+        id=thought_id,
+        hours=hours_ago,
+    )
+
+
+# ---------------------------------------------------------------- decay
+
+
+async def test_decay_multiplies_importance_of_thoughts_not_hit_in_a_day_once_per_interval(writer: ToolCaller) -> None:
+    db = writer.context.db
+    idle = await thought(writer, "A thought nobody recalls")
+    recent = await thought(writer, "A thought recalled an hour ago")
+    stale_hit = await thought(writer, "A thought recalled two days ago")
+    archived = await thought(writer, "An archived thought")
+    await hit(db, recent, 1)
+    await hit(db, stale_hit, 48)
+    await execute(db, "UPDATE thought SET status = 'archived', archived_at = now() WHERE id = :id", id=archived)
+    await execute(db, "UPDATE thought SET importance = 0.8 WHERE id = :id", id=stale_hit)
+    settings = JobSettings(decay_rate=0.5, decay_interval=timedelta(hours=24))
+
+    assert await decay_importance(db, settings) == 2
+    assert [await importance(db, t) for t in (idle, recent, stale_hit, archived)] == [0.5, 1.0, 0.4, 1.0]
+    assert await rows(
+        db, "SELECT user_id, details FROM audit_event WHERE tool = 'jobs' AND action = 'importance_decay'"
+    ) == [(None, {"decayed": 2})]
+
+    # a second run inside the interval does nothing
+    assert await decay_importance(db, settings) is None
+    assert [await importance(db, t) for t in (idle, recent, stale_hit, archived)] == [0.5, 1.0, 0.4, 1.0]
+
+    # once the interval has passed it runs again
+    await execute(db, "UPDATE audit_event SET created_at = now() - interval '25 hours' WHERE tool = 'jobs'")
+    assert await decay_importance(db, settings) == 2
+    assert [await importance(db, t) for t in (idle, stale_hit)] == [0.25, 0.2]
+    assert await decay_importance(db, settings) is None
+    # `force` ignores the interval (the CLI/bench path), never the lock
+    assert await decay_importance(db, settings, force=True) == 2
+
+
+async def test_decay_skips_while_another_transaction_holds_its_lock(writer: ToolCaller) -> None:
+    db = writer.context.db
+    idle = await thought(writer, "A thought nobody recalls")
+    async with db.unit_of_work() as holder:
+        await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": DECAY_LOCK_KEY})
+        assert await decay_importance(db, JobSettings(), force=True) is None
+    assert await importance(db, idle) == 1.0
+    assert await rows(db, "SELECT count(*) FROM audit_event WHERE tool = 'jobs'") == [(0,)]
+    # released with the transaction: the next run goes ahead
+    assert await decay_importance(db, JobSettings()) == 1
+    assert await importance(db, idle) == 0.95
+
+
+# ---------------------------------------------------------------- expiry
+
+
+async def proposal(db: Database, source: str, target: str, status: str, expires_in_days: int) -> str:
+    proposal_id = str(new_id())
+    await execute(
+        db,
+        "INSERT INTO placement_proposal (id, project_id, source_id, target_id, kind, edge_type, status, fingerprint, "
+        "expires_at) SELECT :id, project_id, :source, :target, 'edge', 'related', CAST(:status AS proposal_status), "
+        "'f', now() + make_interval(days => :days) FROM thought WHERE id = :source",
+        id=proposal_id,
+        source=source,
+        target=target,
+        status=status,
+        days=expires_in_days,
+    )
+    return proposal_id
+
+
+async def statuses(db: Database) -> dict[str, str]:
+    return {row[0]: row[1] for row in await rows(db, "SELECT id::text, status::text FROM placement_proposal")}
+
+
+async def test_expiry_turns_old_pending_proposals_expired(writer: ToolCaller) -> None:
+    db = writer.context.db
+    ids = [await thought(writer, f"Proposal endpoint number {n}") for n in range(4)]
+    due = await proposal(db, ids[0], ids[1], "pending", -1)
+    fresh = await proposal(db, ids[0], ids[2], "pending", 29)
+    accepted = await proposal(db, ids[0], ids[3], "accepted", -1)
+    await execute(
+        db,
+        "INSERT INTO preview_token (id, user_id, tool, action, fingerprint, expires_at) VALUES "
+        "(gen_random_uuid(), :user, 'edge_review', 'apply', 'x', now() - interval '2 days'), "
+        "(gen_random_uuid(), :user, 'edge_review', 'apply', 'y', now() - interval '1 hour')",
+        user=str(writer.principal.user_id),
+    )
+    assert await expire_housekeeping(db) == 1
+    assert await statuses(db) == {due: "expired", fresh: "pending", accepted: "accepted"}
+    assert await rows(db, "SELECT fingerprint FROM preview_token") == [("y",)]  # only the long-dead token goes
+    assert await expire_housekeeping(db) == 0  # a second run finds nothing left to expire
+
+    listed = await writer.ok("edge_review", {"action": "list", "status": "expired"})
+    assert [item["id"] for item in listed.items] == [due]
+
+
+async def test_expiry_skips_while_another_transaction_holds_its_lock(writer: ToolCaller) -> None:
+    db = writer.context.db
+    a, b = await thought(writer, "Endpoint one of a proposal"), await thought(writer, "Endpoint two of a proposal")
+    due = await proposal(db, a, b, "pending", -1)
+    async with db.unit_of_work() as holder:
+        await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": EXPIRY_LOCK_KEY})
+        assert await expire_housekeeping(db) == 0
+        assert await decay_importance(db, JobSettings()) == 2  # another job's lock does not block this one
+    assert await statuses(db) == {due: "pending"}
+    assert await expire_housekeeping(db) == 1
+    assert await statuses(db) == {due: "expired"}
