@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from starlette.applications import Starlette
@@ -68,6 +68,25 @@ class BearerAuthMiddleware:
         except Exception:
             logger.exception("token verification failed")
             return None
+
+
+class HostOriginMiddleware:
+    """DNS-rebinding protection on every route, not only /mcp: unknown Host → 421, unknown Origin → 403.
+
+    /health stays open to any Host (load balancers and container probes address it by IP; it reveals nothing).
+    """
+
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings) -> None:
+        self.app = app
+        self.checker = TransportSecurityMiddleware(security)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in PUBLIC_PATHS:
+            refusal = await self.checker.validate_request(Request(scope))
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
@@ -193,4 +212,5 @@ def build_http_app(
         Mount("/", app=mcp_app),
     ]
     starlette = Starlette(routes=routes, lifespan=run)
-    return BearerAuthMiddleware(starlette, context, local)
+    # Inside the token check: an unauthenticated request still gets its 401 first, whatever its Host.
+    return BearerAuthMiddleware(HostOriginMiddleware(starlette, security), context, local)

@@ -226,9 +226,18 @@ async def dispatch(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, p
     started = time.perf_counter()
     result = await _dispatch(spec, arguments, app, principal, request_id)
     result.meta = {**(result.meta or {}), "requestId": request_id}
-    action = arguments.get("action") if isinstance(arguments, dict) else None
-    observe_call(spec.name, action if isinstance(action, str) else "", _outcome(result), started)
+    observe_call(spec.name, _action_label(spec, arguments), _outcome(result), started)
     return result
+
+
+def _action_label(spec: ToolSpec, arguments: dict[str, Any]) -> str:
+    """The metric label: a known action name only — never client text (content, unbounded label sets)."""
+    if not spec.has_actions:
+        return ""
+    name = arguments.get("action") if isinstance(arguments, dict) else None
+    if not isinstance(name, str) or not name:
+        return ""
+    return name if spec.action(name) is not None else "unknown"
 
 
 def _outcome(result: CallToolResult) -> str:

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import EdgeRecord, ThoughtRecord
 from app.db.repositories.edges import EdgeRepository
-from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository
+from app.db.repositories.thoughts import ThoughtRepository
 from app.errors import not_found
 from app.services.hits import HitService
 
@@ -49,8 +49,3 @@ class RecallService:
         # Every thought an answer returns counts one hit (DESIGN.md §9), neighbours included.
         await self.hits.record([thought.id, *others])
         return ThoughtWithEdges(thought, upstream, downstream)
-
-    async def page(self, where: ThoughtFilter, limit: int, offset: int) -> tuple[list[ThoughtRecord], int]:
-        total = await self.thoughts.count(where)
-        rows = await self.thoughts.page(where, limit, offset) if offset < total else []
-        return rows, total

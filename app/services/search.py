@@ -11,9 +11,10 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import EdgeType, ThoughtStatus
+from app.db.models import EdgeType
 from app.db.records import ThoughtRecord
-from app.db.repositories.search import SearchFilter, SearchRepository
+from app.db.repositories.search import SearchRepository
+from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.hits import HitService
 from app.services.id_lookup import ID_PREFIX_MATCH_HARD_CAP, IdQuery, id_not_found_warning, parse_id_query
@@ -27,7 +28,7 @@ STANDING_ORDER = {"current": 0, "contradicted": 1, "superseded": 2}
 @dataclass(frozen=True)
 class SearchQuery:
     text: str
-    where: SearchFilter
+    where: ThoughtFilter
     limit: int
     hybrid: bool = True
     min_relevance: float | None = None  # None = the default gate
@@ -119,7 +120,7 @@ class SearchService:
     async def _by_id(self, query: SearchQuery, id_query: IdQuery) -> SearchOutcome | None:
         if id_query.full is not None:
             # A full id is an explicit reference: only the cluster shape constraint applies.
-            shape_only = SearchFilter(None, (), None, query.where.is_cluster, None)
+            shape_only = ThoughtFilter(None, (), None, query.where.is_cluster, None)
             rows, total = await self.repo.by_id_range(id_query.full, id_query.full, shape_only, 1)
         else:
             assert id_query.low is not None and id_query.high is not None
@@ -232,7 +233,3 @@ class SearchService:
                 hit.standing = "superseded"
             elif hit.contradicted_by:
                 hit.standing = "contradicted"
-
-
-def status_filter(status: str) -> tuple[ThoughtStatus, ...]:
-    return () if status == "all" else (ThoughtStatus(status),)

@@ -4,43 +4,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Text, and_, cast, func, or_, select, text
 from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql.elements import ColumnElement
 
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import thought_select, to_record
+from app.db.repositories.thoughts import ThoughtFilter, thought_select, to_record
 
 # A very common word can match most of a project: rank at most this many matching rows.
 LEXICAL_MATCH_CAP = 5000
 
 
-@dataclass(frozen=True)
-class SearchFilter:
-    project_id: uuid.UUID | None
-    statuses: tuple[ThoughtStatus, ...]
-    tag: str | None
-    is_cluster: bool | None
-    min_importance: float | None
-
-    def clauses(self) -> list[ColumnElement[bool]]:
-        clauses: list[ColumnElement[bool]] = []
-        if self.project_id is not None:
-            clauses.append(Thought.project_id == self.project_id)
-        if self.statuses:
-            clauses.append(Thought.status.in_(self.statuses))
-        if self.tag is not None:
-            clauses.append(Thought.tags.contains([self.tag]))
-        if self.is_cluster is not None:
-            clauses.append(Thought.is_cluster.is_(self.is_cluster))
-        if self.min_importance is not None:
-            clauses.append(Thought.importance >= self.min_importance)
-        return clauses
+SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for bench scripts
 
 
 def or_tsquery(query: str) -> Any:

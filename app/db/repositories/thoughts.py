@@ -41,12 +41,18 @@ def to_record(row: Any) -> ThoughtRecord:
     return ThoughtRecord(**row._mapping)
 
 
+def status_filter(status: str) -> tuple[ThoughtStatus, ...]:
+    """A status argument as a filter: `all` filters nothing."""
+    return () if status == "all" else (ThoughtStatus(status),)
+
+
 @dataclass(frozen=True)
 class ThoughtFilter:
     project_id: uuid.UUID | None = None
     statuses: tuple[ThoughtStatus, ...] = ()
     tag: str | None = None
     is_cluster: bool | None = None
+    min_importance: float | None = None
 
     def clauses(self) -> list[Any]:
         clauses: list[Any] = []
@@ -58,6 +64,8 @@ class ThoughtFilter:
             clauses.append(Thought.tags.contains([self.tag]))
         if self.is_cluster is not None:
             clauses.append(Thought.is_cluster.is_(self.is_cluster))
+        if self.min_importance is not None:
+            clauses.append(Thought.importance >= self.min_importance)
         return clauses
 
 
@@ -116,6 +124,11 @@ class ThoughtRepository:
             .offset(offset)
         )
         return [to_record(row) for row in await self.session.execute(statement)]
+
+    async def page_with_total(self, where: ThoughtFilter, limit: int, offset: int) -> tuple[list[ThoughtRecord], int]:
+        total = await self.count(where)
+        rows = await self.page(where, limit, offset) if offset < total else []
+        return rows, total
 
     async def update_fields(self, thought_id: uuid.UUID, values: dict[str, Any]) -> None:
         await self.session.execute(

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.db.records import ThoughtRecord
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtFilter
+from app.db.repositories.thoughts import ThoughtFilter, status_filter
 from app.errors import unavailable
 from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.mcp.registry import CallContext, ToolAnswer
@@ -15,7 +15,6 @@ from app.mcp.tools.common import previewed_arguments, uuid_arg
 from app.services.clusters import ClusterService
 from app.services.previews import PreviewService
 from app.services.scope import normalize_path, resolve_read_scope
-from app.services.search import status_filter
 from app.services.store import normalize_tags
 
 if TYPE_CHECKING:

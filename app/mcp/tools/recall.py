@@ -6,11 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from app.db.models import ThoughtStatus
-from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtFilter
 from app.db.repositories.url_links import UrlLinkRepository
-from app.mcp.envelope import Meta, collection, single
+from app.mcp.envelope import Meta, single
 from app.mcp.registry import Action, CallContext, ToolAnswer, ToolSpec
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools import recall_search
@@ -24,9 +21,9 @@ from app.mcp.tools.common import (
     TagStr,
     uuid_arg,
 )
+from app.mcp.tools.paging import PageRequest, thought_page
 from app.services.hits import HitService
 from app.services.recall import Neighbour, RecallService
-from app.services.scope import resolve_read_scope
 
 TOOL = "memory_recall"
 QueryStr = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
@@ -94,10 +91,6 @@ class ListArgs(ReadArgs, CwdArgs):
     offset: int = Field(default=0, ge=0)
 
 
-def statuses(status: str) -> tuple[ThoughtStatus, ...]:
-    return () if status == "all" else (ThoughtStatus(status),)
-
-
 def shaper(args: ReadArgs, links: dict[Any, Any] | None) -> ThoughtShaper:
     compact = True if args.compact is None else args.compact
     return ThoughtShaper(compact=compact, fields=args.fields, url_links=links)
@@ -123,25 +116,19 @@ async def get_thought(args: GetArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def list_thoughts(args: ListArgs, ctx: CallContext) -> ToolAnswer:
-    async with ctx.app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        where = ThoughtFilter(
-            project_id=scope.project.id if scope.project else None,
-            statuses=statuses(args.status),
-            tag=args.tag,
-            is_cluster=args.is_cluster,
-        )
-        hits = HitService(session, ctx.app.limits.primer_threshold)
-        rows, total = await RecallService(session, hits).page(where, args.limit, args.offset)
-        links = await UrlLinkRepository(session).for_thoughts(r.id for r in rows) if args.include_url_links else None
-    shape = shaper(args, links)
-    meta = Meta(
+    request = PageRequest(
         "list",
-        scope=scope.scope,
-        warnings=scope.warnings,
-        counts={"limit": args.limit, "offset": args.offset},
+        args.cwd,
+        args.status,
+        args.limit,
+        args.offset,
+        args.compact is not False,
+        args.fields,
+        args.include_url_links,
+        args.tag,
+        args.is_cluster,
     )
-    return ToolAnswer(collection(meta, [shape(row) for row in rows], total=total))
+    return await thought_page(ctx, request)
 
 
 SPEC = ToolSpec(

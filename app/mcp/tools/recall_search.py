@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.search import SearchFilter, SearchRepository
+from app.db.repositories.search import SearchRepository
+from app.db.repositories.thoughts import ThoughtFilter, status_filter
 from app.db.repositories.url_links import UrlLinkRepository
 from app.errors import bad_request, not_found
 from app.mcp.envelope import Meta, collection, single
@@ -19,7 +20,7 @@ from app.services.hits import HitService
 from app.services.recall import Neighbour, RecallService
 from app.services.relevance import Calibration
 from app.services.scope import ReadScope, resolve_read_scope
-from app.services.search import Hit, SearchOutcome, SearchQuery, SearchService, status_filter
+from app.services.search import Hit, SearchOutcome, SearchQuery, SearchService
 
 if TYPE_CHECKING:
     from app.mcp.tools.recall import ChainArgs, ClustersArgs, ContextArgs, ReadArgs, SearchArgs
@@ -80,8 +81,8 @@ async def _links(session: AsyncSession, args: ReadArgs, ids: list[Any]) -> dict[
     return await UrlLinkRepository(session).for_thoughts(ids) if args.include_url_links else None
 
 
-def _filter(args: SearchArgs | ClustersArgs, scope: ReadScope, is_cluster: bool | None) -> SearchFilter:
-    return SearchFilter(
+def _filter(args: SearchArgs | ClustersArgs, scope: ReadScope, is_cluster: bool | None) -> ThoughtFilter:
+    return ThoughtFilter(
         project_id=scope.project.id if scope.project else None,
         statuses=status_filter(args.status),
         tag=args.tag,
@@ -90,7 +91,7 @@ def _filter(args: SearchArgs | ClustersArgs, scope: ReadScope, is_cluster: bool 
     )
 
 
-def _query(args: SearchArgs | ClustersArgs, where: SearchFilter) -> SearchQuery:
+def _query(args: SearchArgs | ClustersArgs, where: ThoughtFilter) -> SearchQuery:
     return SearchQuery(
         text=args.query,
         where=where,
@@ -193,7 +194,7 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
             ).thought
         else:
             scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-            where = SearchFilter(scope.project.id if scope.project else None, status_filter("active"), None, None, None)
+            where = ThoughtFilter(scope.project.id if scope.project else None, status_filter("active"))
             gate = args.min_relevance if args.min_relevance is not None else 0.0
             outcome = await search_service(session, ctx).search(
                 SearchQuery(args.query or "", where, 1, min_relevance=gate)

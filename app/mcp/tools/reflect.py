@@ -8,16 +8,13 @@ from pydantic import Field
 
 from app.db.models import Role
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository
-from app.db.repositories.url_links import UrlLinkRepository
 from app.errors import bad_request
-from app.mcp.envelope import Meta, collection, single
+from app.mcp.envelope import Meta, single
 from app.mcp.registry import Action, CallContext, ToolAnswer, ToolSpec
-from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import COMMON_FIELD_DOCS, WRITES, CwdArgs, LinksArgs, ShapeArgs
+from app.mcp.tools.paging import PageRequest, thought_page
 from app.services.reflection import ReflectInput, ReflectionService
-from app.services.scope import normalize_path, resolve_read_scope
-from app.services.search import status_filter
+from app.services.scope import normalize_path
 from app.services.store import check_content
 
 TOOL = "memory_reflect"
@@ -80,23 +77,17 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def timeline(args: TimelineArgs, ctx: CallContext) -> ToolAnswer:
-    async with ctx.app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        where = ThoughtFilter(
-            project_id=scope.project.id if scope.project else None, statuses=status_filter(args.status)
-        )
-        thoughts = ThoughtRepository(session)
-        total = await thoughts.count(where)
-        rows = await thoughts.page(where, args.limit, args.offset) if args.offset < total else []
-        links = await UrlLinkRepository(session).for_thoughts(r.id for r in rows) if args.include_url_links else None
-    shape = ThoughtShaper(compact=bool(args.compact), fields=args.fields, url_links=links)
-    meta = Meta(
+    request = PageRequest(
         "timeline",
-        scope=scope.scope,
-        warnings=scope.warnings,
-        counts={"limit": args.limit, "offset": args.offset},
+        args.cwd,
+        args.status,
+        args.limit,
+        args.offset,
+        bool(args.compact),
+        args.fields,
+        args.include_url_links,
     )
-    return ToolAnswer(collection(meta, [shape(row) for row in rows], total=total))
+    return await thought_page(ctx, request)
 
 
 SPEC = ToolSpec(
