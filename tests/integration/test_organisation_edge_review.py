@@ -362,6 +362,31 @@ async def test_apply_refusals_write_nothing(writer: ToolCaller, reader: ToolCall
     assert {await status_of(writer, p["id"]) for p in state["proposals"]} == {"pending"}
 
 
+async def test_apply_a_cluster_placement_links_the_cluster_to_the_thought(writer: ToolCaller) -> None:
+    await queue_project(writer)
+    members = [await thought(writer, content) for content in [*NEIGHBOURS, TWIN]]
+    made = await writer.ok(
+        "memory_crystallize",
+        {"action": "cluster", "thought_ids": [m["id"] for m in members], "title": "Card payment retries"},
+    )
+    cluster_id = made.item["cluster"]["id"]
+    subject = await thought(writer, SUBJECT)
+    queued = await writer.ok("edge_review", {"action": "enqueue", "thought_id": subject["id"]})
+    assert queued.meta["counts"]["proposals"] == 5  # three edges, the placement and a merge
+    [(placement_id, target, edge_type)] = await rows(
+        writer,
+        "SELECT id::text, target_id::text, edge_type::text FROM placement_proposal WHERE kind = 'placement'",
+    )
+    assert (target, edge_type) == (cluster_id, "cluster")
+    applied = await apply(writer, placement_id)
+    assert applied["applied"] == f"link {cluster_id} -[cluster]-> {subject['id']}"
+    [(_, source, target_id, kind)] = await pair_edges(writer, cluster_id, subject["id"])
+    assert (source, target_id, kind) == (cluster_id, subject["id"], "cluster")
+    done = await rollback(writer, applied["run_id"])
+    assert [row["status"] for row in done.items] == ["reverted"]
+    assert await pair_edges(writer, cluster_id, subject["id"]) == []
+
+
 # ---------------------------------------------------------------- apply_batch
 
 
@@ -558,6 +583,27 @@ async def test_rollback_of_a_replaces_archive_restores_the_status(writer: ToolCa
     assert await rows(writer, "SELECT status::text, archived_at FROM thought WHERE id = :id", id=old["id"]) == [
         ("active", None)
     ]
+
+
+async def test_rollback_refuses_rows_applied_outside_the_window(writer: ToolCaller) -> None:
+    state = await world(writer)
+    first, second = state["proposals"]
+    run_id = (await apply_batch(writer, [first["id"], second["id"]])).items[0]["run_id"]
+    await execute(
+        writer, "UPDATE placement_proposal SET applied_at = now() - interval '8 days' WHERE id = :id", id=first["id"]
+    )
+    done = await rollback(writer, run_id)
+    by_id = {row["proposal_id"]: row for row in done.items}
+    assert by_id[first["id"]] == {
+        "proposal_id": first["id"],
+        "kind": "edge",
+        "status": "refused",
+        "reason": "applied more than 7 days ago",
+    }
+    assert by_id[second["id"]]["status"] == "reverted"
+    assert [row["proposal_id"] for row in done.items] == [second["id"], first["id"]]  # newest first
+    assert len(await pair_edges(writer, first["source_id"], first["target_id"])) == 1
+    assert await status_of(writer, first["id"]) == "accepted"
 
 
 # ---------------------------------------------------------------- reject

@@ -271,7 +271,9 @@ async def test_timeline_pages_thoughts_newest_first(writer: ToolCaller, reader: 
     )
     newest_first = [row["id"] for row in reversed(created)]
 
+    before = await snapshot(writer.context)
     answer = await reader.ok("memory_reflect", {"action": "timeline", "cwd": "/srv/notes"})
+    assert await snapshot(writer.context) == before  # a plain list: no hits are counted
     assert [item["id"] for item in answer.items] == newest_first
     assert answer.meta == {
         "action": "timeline",

@@ -265,7 +265,9 @@ async def test_frontier_priority_blocking_order_and_exclusions(writer: ToolCalle
     for statement, row in statements:
         await execute(writer, statement, id=row["id"])
 
+    before = await snapshot(writer.context)
     answer = await reader.ok("memory_status", {"action": "frontier", "cwd": cwd, "limit": 50})
+    assert await snapshot(writer.context) == before  # read-only
     expected = [
         (directive, "directive", priority(1.0, False, 0), []),
         (blocked, "directive", priority(1.0, True, 0), [directive["id"]]),
