@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
@@ -29,10 +29,21 @@ logger = logging.getLogger(__name__)
 ROLE_RANK = {Role.reader: 0, Role.writer: 1, Role.admin: 2}
 
 
-class ActionArgs(BaseModel):
-    """Base of every per-action input model: unknown arguments are refused by name."""
+INT64_LIMIT = 2**63
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+class ActionArgs(BaseModel):
+    """Base of every per-action input model: unknown arguments are refused by name, and so are numbers
+    nothing downstream can hold (NaN, ±infinity, integers beyond PostgreSQL's 64-bit bigint)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _fits_in_64_bits(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and not -INT64_LIMIT <= value < INT64_LIMIT:
+            raise ValueError("integer out of range (it must fit in 64 bits)")
+        return value
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,12 @@ def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     schema = {key: value for key, value in schema.items() if key != "title"}
     if "default" in schema and schema["default"] is None:
         del schema["default"]
+    # Size guards (ids ≤ 64, paths ≤ 4096, …) stay enforced by the models; advertising them costs
+    # every agent context tokens and guides nothing.
+    if schema.get("minLength") == 1:
+        del schema["minLength"]
+    if isinstance(schema.get("maxLength"), int) and schema["maxLength"] >= 64:
+        del schema["maxLength"]
     any_of = schema.get("anyOf")
     if isinstance(any_of, list):
         non_null = [option for option in any_of if option.get("type") != "null"]
@@ -146,7 +163,7 @@ def build_input_schema(spec: ToolSpec) -> dict[str, Any]:
     for per_action in spec.retired_per_action.values():
         retired.update({name: text for name, text in per_action.items() if name not in properties})
     for name, text in retired.items():
-        properties.setdefault(name, {"description": f"retired: {text}"})
+        properties.setdefault(name, {"description": "retired: " + text.split("; ", 1)[-1]})
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if spec.has_actions:
         schema["required"] = ["action"]
@@ -210,13 +227,32 @@ def _authorize(principal: Principal, spec: ToolSpec, action: Action) -> None:
         )
 
 
-def _classify(error: Exception) -> AppError | None:
+# SQLSTATEs that a caller's value causes: class 22 data exception (a number or date out of range), class 54
+# program limit exceeded (a text too large for an index row or a tsvector), 23502/23514 a NULL or a value a
+# CHECK constraint refuses (e.g. a text over the content limit).
+_INPUT_SQLSTATES = ("22", "54", "23502", "23514")
+
+
+def _caused_by_a_value(error: Exception) -> bool:
+    """A value the model let through that Python or PostgreSQL cannot hold (the safety net behind the models)."""
+    if isinstance(error, OverflowError):
+        return True
+    sqlstate = getattr(error.orig, "sqlstate", None) if isinstance(error, DBAPIError) else None
+    return isinstance(sqlstate, str) and sqlstate.startswith(_INPUT_SQLSTATES)
+
+
+def _classify(error: Exception, call: str = "this call") -> AppError | None:
     if isinstance(error, AppError):
         return error
     if isinstance(error, OperationalError | InterfaceError | PoolTimeoutError | ConnectionError | TimeoutError):
         return unavailable("Database unavailable; retry shortly")
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return unavailable("Database connection lost; retry shortly")
+    if _caused_by_a_value(error):
+        return bad_request(
+            f"Invalid arguments for {call}: a value is out of the range that can be stored "
+            "(check numbers, dates and the length of texts)"
+        )
     return None
 
 
@@ -228,6 +264,11 @@ async def dispatch(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, p
     result.meta = {**(result.meta or {}), "requestId": request_id}
     observe_call(spec.name, _action_label(spec, arguments), _outcome(result), started)
     return result
+
+
+def _call_name(spec: ToolSpec, arguments: dict[str, Any]) -> str:
+    action = arguments.get("action") if isinstance(arguments, dict) else None
+    return f"{spec.name} action={action}" if spec.has_actions and isinstance(action, str) else spec.name
 
 
 def _action_label(spec: ToolSpec, arguments: dict[str, Any]) -> str:
@@ -273,10 +314,10 @@ async def _dispatch(
         answer = await action.handler(args, CallContext(app=app, principal=principal, tool=spec.name))
         return wire.success(answer.payload, answer.raw_text)
     except Exception as error:
-        classified = _classify(error)
+        classified = _classify(error, _call_name(spec, arguments))
         if classified is not None:
             if classified is not error:
-                logger.warning("tool %s: %s (%s)", spec.name, classified.message, type(error).__name__)
+                logger.warning("tool %s: %s (%s: %s)", spec.name, classified.message, type(error).__name__, error)
             return wire.classified_error(classified)
         logger.exception("tool %s failed unexpectedly (ref %s)", spec.name, request_id)
         return wire.unclassified_error(f"Internal error in {spec.name} (ref {request_id}); the call was rolled back")

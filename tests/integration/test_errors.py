@@ -172,7 +172,8 @@ def test_retired_inputs_stay_in_the_schema_as_tombstones(
     if name == "thought_id" and tool == "memory_store":  # live for update: retired for link only
         assert schema["properties"][name]["type"] == "string"
     else:
-        assert schema["properties"][name] == {"description": f"retired: {migration}"}
+        # the tombstone names the replacement; the full migration text is the refusal's
+        assert schema["properties"][name] == {"description": "retired: " + migration.split("; ", 1)[1]}
 
 
 # ---------------------------------------------------------------- arguments and actions
