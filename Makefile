@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check migrate model bench eval format clean
+.PHONY: run test check migrate model bench eval format clean bench-search bench-organisation fuzz load
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ run: $(STAMP) model
 
 test: $(STAMP) model
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+fuzz: $(STAMP) model
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest tests/fuzz -q
 
 check: $(STAMP)
 	$(BIN)/ruff check app tests bench alembic
@@ -38,6 +41,20 @@ bench: $(STAMP) model
 
 eval: $(STAMP) model
 	$(BIN)/python -m bench.eval
+
+bench-search: $(STAMP) model
+	$(BIN)/python -m bench.search $(ARGS)
+
+bench-organisation: $(STAMP) model
+	$(BIN)/python -m bench.organisation $(ARGS)
+
+# Load harness (bench/load.py): 1, 8 and 32 concurrent MCP clients, LOAD_SECONDS each (300 = the documented run);
+# reports in bench/results/load-<N>.json. Fault and scale-out checks: python -m bench.load --fault X / --scale-out.
+LOAD_SECONDS ?= 300
+load: $(STAMP) model
+	$(BIN)/python -m bench.load --clients 1 --seconds $(LOAD_SECONDS)
+	$(BIN)/python -m bench.load --clients 8 --seconds $(LOAD_SECONDS)
+	$(BIN)/python -m bench.load --clients 32 --seconds $(LOAD_SECONDS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -15,7 +15,8 @@ gitignored) holding exactly that memory, loaded through the real write path:
 `app.mcp.registry.dispatch` with the offline model embedding every thought, then `memory_store
 link_batch` for the graph (`depends_on` edges between frontier items, `related` edges between
 neighbours of a project). Finally the rows are aged in SQL (created_at spread over the last 18
-months, deterministic per thought), because a bulk load stamps every row with the same minute.
+months, deterministic per thought), because a bulk load stamps every row with the same minute, and
+the HNSW index is rebuilt (see `_finalize`).
 A `dataset.json` marker and the row count decide whether a later run can reuse the database; when
 either differs the tables are emptied and loaded again. A 100 k load takes a few minutes on 2 cores.
 """
@@ -35,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
 
 from app.config import DEFAULT_CACHE_DIR
 from app.db import migrations
@@ -43,6 +46,7 @@ from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
 from app.db.models import Base, Role
 from app.db.records import Principal
+from app.db.vector import register_vector_codec
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.mcp.registry import dispatch
@@ -51,6 +55,7 @@ from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 
 DATASET_VERSION = 1
+HNSW_INDEX = "ix_thought_embedding_hnsw"
 DATA_ROOT = Path(__file__).resolve().parent / ".data"
 SEED = 20261130
 BATCH = 1000
@@ -491,23 +496,53 @@ async def _load(db: Database, n: int) -> dict[str, Any]:
     links = _edges(thoughts, ids, random.Random(SEED + 2))
     for start in range(0, len(links), 1000):
         await call("memory_store", {"action": "link_batch", "links": links[start : start + 1000]})
-    async with db.unit_of_work() as session:
-        # Spread creation over the last 540 days, deterministic per content (a bulk load stamps one minute).
-        await session.execute(
-            text(
-                "UPDATE thought SET created_at = now() - make_interval(days => abs(hashtext(content)) % 540, "
-                "secs => abs(hashtext(reverse(content))) % 86400), updated_at = now() - interval '1 second' "
-                "WHERE NOT is_cluster"
-            )
-        )
-        await session.execute(text("UPDATE thought SET updated_at = created_at"))
-    async with db.engine.connect() as connection:
-        await connection.execution_options(isolation_level="AUTOCOMMIT")
-        await connection.execute(text("VACUUM (ANALYZE) thought"))
-        await connection.execute(text("VACUUM (ANALYZE) edge"))
     seconds = time.perf_counter() - started
     print(f"  loaded {n} thoughts and {len(links)} edges in {seconds:.0f}s", flush=True)
     return {"load_seconds": round(seconds, 1), "edges": len(links)}
+
+
+def untimed(url: str) -> Database:
+    """An engine like the app's (binary vectors) but without its 60 s statement timeout."""
+    engine = create_async_engine(url, poolclass=NullPool, connect_args={"command_timeout": None})
+    event.listen(engine.sync_engine, "connect", lambda dbapi, _: dbapi.run_async(register_vector_codec))
+    return Database(engine)
+
+
+async def _finalize(url: str) -> dict[str, Any]:
+    """Age the rows and rebuild the HNSW index, in SQL.
+
+    A bulk load stamps every row with the same minute, so created_at is spread over the last 540
+    days, deterministic per content (updated_at = created_at). Updating an indexed column writes a
+    new version of every row, and each new version would be inserted into the HNSW index one by one
+    (minutes at 100 k) and leave as many dead graph nodes; so the HNSW index is dropped for the
+    UPDATE and created again from its own definition (same m / ef_construction), then VACUUM ANALYZE.
+    """
+    started = time.perf_counter()
+    db = untimed(url)
+    try:
+        async with db.unit_of_work() as session:
+            definition = (
+                await session.execute(text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": HNSW_INDEX})
+            ).scalar_one()
+            await session.execute(text(f"DROP INDEX {HNSW_INDEX}"))
+            await session.execute(
+                text(
+                    "UPDATE thought SET created_at = now() - make_interval(days => abs(hashtext(content)) % 540, "
+                    "secs => abs(hashtext(reverse(content))) % 86400) WHERE NOT is_cluster"
+                )
+            )
+            await session.execute(text("UPDATE thought SET updated_at = created_at"))
+            await session.execute(text("SET LOCAL maintenance_work_mem = '1GB'"))
+            await session.execute(text(definition))
+        async with db.engine.connect() as connection:
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            await connection.execute(text("VACUUM (ANALYZE) thought"))
+            await connection.execute(text("VACUUM (ANALYZE) edge"))
+    finally:
+        await db.dispose()
+    seconds = time.perf_counter() - started
+    print(f"  aged the rows and rebuilt {HNSW_INDEX} in {seconds:.0f}s", flush=True)
+    return {"finalize_seconds": round(seconds, 1), "hnsw_index": "rebuilt by CREATE INDEX after the load and aging"}
 
 
 @contextmanager
@@ -540,17 +575,28 @@ async def _ensure(dataset: Dataset) -> dict[str, Any]:
     try:
         stored = await _stored_thoughts(db)
         expected = _marker(dataset.n)
-        if stored == dataset.n and all(marker.get(key) == value for key, value in expected.items()):
+        expected["fingerprint"] = fingerprint(dataset.n)  # a changed generator means other data: reload
+        same = stored == dataset.n and all(marker.get(key) == value for key, value in expected.items())
+        if same and marker.get("stage") == "ready":
             print(f"dataset: reusing {stored} thoughts in {dataset.data_dir or 'SYNAPTO_DATABASE_URL'}")
             return marker
-        print(f"dataset: {stored} matching thoughts found, {dataset.n} wanted: emptying and loading")
-        await _empty(db)
-        if marker_file is not None and marker_file.exists():
-            marker_file.unlink()
-        loaded = {**expected, **await _load(db, dataset.n), "fingerprint": fingerprint(dataset.n)}
+        if not same:
+            print(f"dataset: {stored} matching thoughts found, {dataset.n} wanted: emptying and loading")
+            await _empty(db)
+            if marker_file is not None and marker_file.exists():
+                marker_file.unlink()
+            marker = {
+                **expected,
+                **await _load(db, dataset.n),
+                "fingerprint": fingerprint(dataset.n),
+                "stage": "loaded",
+            }
+            if marker_file is not None:
+                marker_file.write_text(json.dumps(marker, indent=2) + "\n")
+        marker = {**marker, **await _finalize(dataset.url), "stage": "ready"}
         if marker_file is not None:
-            marker_file.write_text(json.dumps(loaded, indent=2) + "\n")
-        return loaded
+            marker_file.write_text(json.dumps(marker, indent=2) + "\n")
+        return marker
     finally:
         await db.dispose()
 

@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -49,12 +50,13 @@ from typing import Any
 
 from sqlalchemy import event, select, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
 from app.db.engine import Database, build_engine
 from app.db.models import Role, Thought, ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchFilter, SearchRepository
+from app.db.vector import register_vector_codec
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
@@ -130,7 +132,8 @@ class CpuMeter:
             return None
 
     def snapshot(self) -> dict[str, Any]:
-        per_role = {"client": 0, "server": 0, "postgres": 0}
+        """CPU ticks per (role, pid), the machine's (busy, total) jiffies and the wall clock."""
+        ticks: dict[tuple[str, int], int] = {}
         postmaster = self._postmaster()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -140,19 +143,22 @@ class CpuMeter:
             except OSError:
                 continue
             fields = content[content.rindex(")") + 2 :].split()
-            pid, parent, ticks = int(entry.name), int(fields[1]), int(fields[11]) + int(fields[12])
+            pid, parent, used = int(entry.name), int(fields[1]), int(fields[11]) + int(fields[12])
             if pid == os.getpid():
-                per_role["client"] += ticks
+                ticks[("client", pid)] = used
             elif pid == self.server_pid:
-                per_role["server"] += ticks
+                ticks[("server", pid)] = used
             elif postmaster is not None and (pid == postmaster or parent == postmaster):
-                per_role["postgres"] += ticks
-        return {"roles": per_role, "machine": _cpu_times(), "wall": time.perf_counter()}
+                ticks[("postgres", pid)] = used
+        return {"ticks": ticks, "machine": _cpu_times(), "wall": time.perf_counter()}
 
     def since(self, before: dict[str, Any]) -> dict[str, Any]:
+        """CPU seconds per role since `before` (a process that ended in between is lost: a small undercount)."""
         after = self.snapshot()
         wall = after["wall"] - before["wall"]
-        cpu = {role: (after["roles"][role] - before["roles"][role]) / self.ticks for role in after["roles"]}
+        cpu = {"client": 0.0, "server": 0.0, "postgres": 0.0}
+        for key, used in after["ticks"].items():
+            cpu[key[0]] += (used - before["ticks"].get(key, 0)) / self.ticks
         result: dict[str, Any] = {"wall_s": round(wall, 2), **{f"{k}_cpu_s": round(v, 2) for k, v in cpu.items()}}
         if before["machine"] and after["machine"]:
             busy = after["machine"][0] - before["machine"][0]
@@ -364,35 +370,33 @@ async def run_http(mcp_url: str, token: str, calls: list[dict[str, Any]], client
         work.put_nowait(call)
     latencies: list[float] = []
     ready = asyncio.Barrier(clients + 1)
-    done = asyncio.Event()
+    finished = asyncio.Event()
+    release = asyncio.Event()
 
     async def client() -> None:
         async with mcp_session(mcp_url, token) as session:
             await ready.wait()
-            while True:
-                try:
-                    arguments = work.get_nowait()
-                except asyncio.QueueEmpty:
-                    break
+            while not work.empty():
+                arguments = work.get_nowait()
                 started = time.perf_counter()
                 result = await session.call_tool("memory_recall", arguments)
                 latencies.append(time.perf_counter() - started)
                 if result.is_error:
                     detail = "".join(getattr(block, "text", "") for block in result.content)
                     raise SystemExit(f"search failed: {detail[:300]}")
-            await done.wait()  # keep every session open until all have finished
+                if len(latencies) == len(calls):
+                    finished.set()
+            await release.wait()  # every session stays open until all calls are done
 
     tasks = [asyncio.create_task(client()) for _ in range(clients)]
     await ready.wait()
     started = time.perf_counter()
-    while any(not task.done() for task in tasks) and (len(latencies) < len(calls)):
-        await asyncio.sleep(0.005)
-        for task in tasks:
-            if task.done() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+    waiter = asyncio.create_task(finished.wait())
+    await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
     wall = time.perf_counter() - started
-    done.set()
+    release.set()
     await asyncio.gather(*tasks)
+    waiter.cancel()
     return latencies, wall
 
 
@@ -418,9 +422,16 @@ async def exact(session: AsyncSession, vector: Sequence[float], where: SearchFil
 
 
 async def approximate(
-    session: AsyncSession, vector: Sequence[float], where: SearchFilter, pool: int, ef: int | None
+    session: AsyncSession, vector: Sequence[float], where: SearchFilter, pool: int, ef: int | None, plan: str
 ) -> tuple[list[Any], float]:
-    """(rows nearest first, seconds of the SELECT): ef=None = the shipped SearchRepository.vector_leg."""
+    """(rows nearest first, seconds of the SELECT): ef=None = the shipped SearchRepository.vector_leg.
+
+    plan: "auto" = PostgreSQL's own choice, "custom"/"generic" = plan_cache_mode forced for this transaction
+    (a prepared statement runs on a generic plan once it has run 5 times on a connection and the generic
+    plan looks no dearer than the custom ones).
+    """
+    if plan != "auto":
+        await session.execute(text(f"SET LOCAL plan_cache_mode = force_{plan}_plan"))
     if ef is None:
         started = time.perf_counter()
         rows = await SearchRepository(session).vector_leg(vector, OFFLINE_MINILM, where, pool)
@@ -445,20 +456,40 @@ def recall_at(found: list[Any], truth: list[Any], k: int) -> float:
     return min(1.0, hits / len(top))
 
 
-async def explain(db: Database, vector: Sequence[float], where: SearchFilter, pool: int) -> list[str]:
-    """EXPLAIN ANALYZE of the shipped vector leg (same SET LOCALs, same WHERE) for one query."""
-    project = "" if where.project_id is None else " AND project_id = :project"
-    sql = (
-        "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT id, embedding <=> :v AS distance FROM thought "
-        f"WHERE embedding_model = :model AND status IN ('active'){project} ORDER BY embedding <=> :v LIMIT :pool"
+def _literal(value: Any) -> str:
+    if isinstance(value, list | tuple) and len(value) > 16:
+        return "'[" + ",".join(repr(float(x)) for x in value) + "]'"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return "'" + str(getattr(value, "value", value)).replace("'", "''") + "'"
+
+
+async def explain(db: Database, vector: Sequence[float], where: SearchFilter, pool: int, mode: str) -> list[str]:
+    """EXPLAIN ANALYZE of the shipped vector leg's exact statement (same SET LOCALs) for one query: PREPAREd
+    and EXECUTEd with plan_cache_mode forced, i.e. planned for these values (custom) or generically (generic,
+    as a prepared statement that already ran 5 times on a pooled connection may be)."""
+    from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+
+    pg_dialect = asyncpg_dialect()  # type: ignore[no-untyped-call]
+    compiled = vector_statement(vector, where, pool).compile(
+        dialect=pg_dialect, compile_kwargs={"render_postcompile": True}
     )
-    params: dict[str, Any] = {"v": list(vector), "model": OFFLINE_MINILM, "pool": pool}
-    if where.project_id is not None:
-        params["project"] = where.project_id
+    names = list(compiled.positiontup or [])
+    arguments = ", ".join(_literal(compiled.params[name]) for name in names)
     async with db.unit_of_work() as session:
         await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
         await session.execute(text(f"SET LOCAL hnsw.ef_search = {max(40, min(pool, 1000))}"))
-        return [row[0] for row in await session.execute(text(sql), params)]
+        await session.execute(text(f"SET LOCAL plan_cache_mode = force_{mode}_plan"))
+        connection = await session.connection()
+        await connection.exec_driver_sql(f"PREPARE bench_vector_leg AS {compiled}")
+        try:
+            result = await connection.exec_driver_sql(
+                f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE bench_vector_leg({arguments})"
+            )
+            lines = [str(row[0]) for row in result]
+        finally:
+            await connection.exec_driver_sql("DEALLOCATE bench_vector_leg")
+    return [re.sub(r"'\[[^']*\]'::vector", "$query_vector", line) for line in lines]
 
 
 # ---------------------------------------------------------------- the benchmark
@@ -543,70 +574,89 @@ async def http_section(setup: Setup, mcp_url: str, args: argparse.Namespace, met
     return rows
 
 
-async def breakdown_section(setup: Setup, http_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """1 client, sequential, in this process: embed alone, SearchService, dispatch — per mode."""
+async def breakdown_section(setup: Setup, mcp_url: str) -> dict[str, Any]:
+    """1 client, in this process, interleaved per query so machine noise hits every level alike.
+
+    For each query: the embedding alone, then (in a rotating order) SearchService.search in a unit of
+    work (scope resolution included, embedding timed inside, statements timed by cursor events), the whole
+    tool through dispatch, and the HTTP call. protocol = HTTP − dispatch; tool layer = dispatch − service.
+    """
     principal = await admin_principal(setup.db, "bench-search-inprocess")
     call = tool_caller(setup.context, principal)
     ctx = CallContext(setup.context, principal, "memory_recall")
     result: dict[str, Any] = {}
-    for name in ("hybrid", "vector", "id"):
-        mode = MODES[name]
-        calls = arguments_for(mode, setup.queries, setup.small, setup.ids)
-        embed_alone: list[float] = []
-        if mode.build == "query":
-            for arguments in calls:
-                started = time.perf_counter()
-                await setup.runtime.embed_query(arguments["query"])
-                embed_alone.append(time.perf_counter() - started)
-        service: list[float] = []
-        embed_inside = 0.0
-        setup.clock.reset()
-        setup.clock.armed = True
-        for arguments in calls:
+    async with mcp_session(mcp_url, setup.token) as session:
+
+        async def service_call(arguments: dict[str, Any]) -> tuple[str, float, float]:
+            """(level, seconds, embedding seconds inside)."""
             setup.timed.seconds = 0.0
+            setup.clock.armed = True
             started = time.perf_counter()
-            async with setup.db.unit_of_work() as session:
-                scope = await resolve_read_scope(ProjectRepository(session), arguments.get("cwd"))
+            async with setup.db.unit_of_work() as unit:
+                scope = await resolve_read_scope(ProjectRepository(unit), arguments.get("cwd"))
                 project = scope.project.id if scope.project else None
                 where = SearchFilter(project, (ThoughtStatus.active,), None, None, None)
-                query = SearchQuery(
-                    text=arguments["query"], where=where, limit=LIMIT, hybrid=arguments.get("hybrid", True)
-                )
-                await search_service(session, ctx).search(query)
-            service.append(time.perf_counter() - started)
-            embed_inside += setup.timed.seconds
-        setup.clock.armed = False
-        statements = {k: round(v / len(calls) * 1000, 2) for k, v in sorted(setup.clock.seconds.items())}
-        dispatch_times: list[float] = []
-        for arguments in calls:
+                hybrid = arguments.get("hybrid", True)
+                query = SearchQuery(text=arguments["query"], where=where, limit=LIMIT, hybrid=hybrid)
+                await search_service(unit, ctx).search(query)
+            elapsed = time.perf_counter() - started
+            setup.clock.armed = False
+            return "service", elapsed, setup.timed.seconds
+
+        async def dispatch_call(arguments: dict[str, Any]) -> tuple[str, float, float]:
             started = time.perf_counter()
             await call("memory_recall", arguments)
-            dispatch_times.append(time.perf_counter() - started)
-        http = next(row for row in http_rows if row["mode"] == name and row["clients"] == 1)
-        embed_ms = embed_inside / len(calls) * 1000
-        service_ms = statistics.mean(service) * 1000
-        dispatch_ms = statistics.mean(dispatch_times) * 1000
-        statement_ms = sum(statements.values())
-        parts = {
-            "embedding": embed_ms,
-            "sql_statements": statement_ms,
-            "service_python": service_ms - embed_ms - statement_ms,
-            "tool_layer": dispatch_ms - service_ms,
-            "protocol": http["mean"] - dispatch_ms,
-        }
-        result[name] = {
-            "embed_alone_ms": summary_ms(embed_alone) if embed_alone else None,
-            "service_ms": summary_ms(service),
-            "dispatch_ms": summary_ms(dispatch_times),
-            "http_ms": {key: http[key] for key in ("mean", "p50", "p95", "p99")},
-            "statements_mean_ms": statements,
-            "statement_calls_per_search": {k: round(v / len(calls), 2) for k, v in setup.clock.calls.items()},
-            "parts_mean_ms": {k: round(v, 2) for k, v in parts.items()},
-            "parts_share": {k: round(v / http["mean"], 3) for k, v in parts.items()},
-        }
-        shares = ", ".join(f"{k} {v:.1f} ms ({v / http['mean']:.0%})" for k, v in parts.items())
-        print(f"  breakdown {name:<7} (mean of HTTP {http['mean']:.1f} ms): {shares}", flush=True)
-        print(f"    statements (mean ms per search): {statements}", flush=True)
+            return "dispatch", time.perf_counter() - started, 0.0
+
+        async def http_call(arguments: dict[str, Any]) -> tuple[str, float, float]:
+            started = time.perf_counter()
+            answer = await session.call_tool("memory_recall", arguments)
+            assert not answer.is_error
+            return "http", time.perf_counter() - started, 0.0
+
+        steps = (service_call, dispatch_call, http_call)
+        for name in ("hybrid", "vector", "id"):
+            mode = MODES[name]
+            calls = arguments_for(mode, setup.queries, setup.small, setup.ids)
+            times: dict[str, list[float]] = {"embed_alone": [], "service": [], "dispatch": [], "http": []}
+            embed_inside = 0.0
+            setup.clock.reset()
+            for index, arguments in enumerate(calls):
+                if mode.build == "query":
+                    started = time.perf_counter()
+                    await setup.runtime.embed_query(arguments["query"])
+                    times["embed_alone"].append(time.perf_counter() - started)
+                for offset in range(3):
+                    level, seconds, embedded = await steps[(index + offset) % 3](arguments)
+                    times[level].append(seconds)
+                    embed_inside += embedded
+            n = len(calls)
+            statements = {k: round(v / n * 1000, 2) for k, v in sorted(setup.clock.seconds.items())}
+            embed_ms = embed_inside / n * 1000
+            service_ms = statistics.mean(times["service"]) * 1000
+            dispatch_ms = statistics.mean(times["dispatch"]) * 1000
+            http_ms = statistics.mean(times["http"]) * 1000
+            statement_ms = sum(statements.values())
+            parts = {
+                "embedding": embed_ms,
+                "sql_statements": statement_ms,
+                "service_python": service_ms - embed_ms - statement_ms,
+                "tool_layer": dispatch_ms - service_ms,
+                "protocol": http_ms - dispatch_ms,
+            }
+            result[name] = {
+                "embed_alone_ms": summary_ms(times["embed_alone"]) if times["embed_alone"] else None,
+                "service_ms": summary_ms(times["service"]),
+                "dispatch_ms": summary_ms(times["dispatch"]),
+                "http_ms": summary_ms(times["http"]),
+                "statements_mean_ms": statements,
+                "statement_calls_per_search": {k: round(v / n, 2) for k, v in sorted(setup.clock.calls.items())},
+                "parts_mean_ms": {k: round(v, 2) for k, v in parts.items()},
+                "parts_share": {k: round(v / http_ms, 3) for k, v in parts.items()},
+            }
+            shares = ", ".join(f"{k} {v:.1f} ms ({v / http_ms:.0%})" for k, v in parts.items())
+            print(f"  breakdown {name:<7} (mean HTTP {http_ms:.1f} ms): {shares}", flush=True)
+            print(f"    statements (mean ms per search): {statements}", flush=True)
     return result
 
 
@@ -631,19 +681,21 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
                 started = time.perf_counter()
                 truths.append(await exact(session, vector, where, pool))
                 exact_times.append(time.perf_counter() - started)
-        variants: list[int | None] = [None, *efs]
+        variants: list[tuple[int | None, str]] = [(None, "auto"), (None, "custom"), (None, "generic")]
+        variants += [(ef, "generic") for ef in efs]
         rows = []
-        for ef in variants:
+        for ef, plan in variants:
             r10, r100, times, returned = [], [], [], []
             for vector, truth in zip(vectors, truths, strict=True):
                 async with setup.db.unit_of_work() as session:
-                    found, seconds = await approximate(session, vector, where, pool, ef)
+                    found, seconds = await approximate(session, vector, where, pool, ef, plan)
                 r10.append(recall_at(found, truth, 10))
                 r100.append(recall_at(found, truth, pool))
                 times.append(seconds)
                 returned.append(len(found))
             row: dict[str, Any] = {
                 "ef_search": "shipped" if ef is None else ef,
+                "plan": plan,
                 "recall_at_10": round(statistics.mean(r10), 4),
                 "min_recall_at_10": round(min(r10), 2),
                 f"recall_at_{pool}": round(statistics.mean(r100), 4),
@@ -652,26 +704,48 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
             }
             rows.append(row)
             print(
-                f"  recall {label:<22} ef {row['ef_search']!s:>7}: R@10 {row['recall_at_10']:.4f} "
+                f"  recall {label:<22} ef {row['ef_search']!s:>7} {plan:<7}: R@10 {row['recall_at_10']:.4f} "
                 f"(min {row['min_recall_at_10']:.1f})  R@{pool} {row[f'recall_at_{pool}']:.4f}  "
                 f"p50 {row['ms']['p50']:5.2f} ms  p95 {row['ms']['p95']:5.2f} ms",
                 flush=True,
             )
-        plan = await explain(setup.db, vectors[0], where, pool)
+        plans = {mode: await explain(setup.db, vectors[0], where, pool, mode) for mode in ("custom", "generic")}
         out["filters"][label] = {
             "queries": len(vectors),
             "exact_ms": summary_ms(exact_times),
             "rows": rows,
-            "plan": plan,
+            "plans": plans,
         }
-        print("    plan: " + " | ".join(line.strip() for line in plan[:6]), flush=True)
+        for mode, lines in plans.items():
+            nodes = [line.strip() for line in lines if "->" in line or line == lines[0] or "Execution Time" in line]
+            print(f"    {mode} plan: " + " | ".join(nodes), flush=True)
     return out
 
 
-async def full_page_section(setup: Setup) -> dict[str, Any]:
-    """Searches scoped to the 3 % project (and to it plus a tag): the share that fill `limit` rows."""
+def generic_plan_database(url: str) -> Database:
+    """The app's engine, but every connection plans prepared statements generically (plan_cache_mode)."""
+    settings = {"application_name": "bench-generic", "plan_cache_mode": "force_generic_plan"}
+    engine = create_async_engine(url, pool_size=2, connect_args={"server_settings": settings})
+    event.listen(engine.sync_engine, "connect", lambda dbapi, _: dbapi.run_async(register_vector_codec))
+    return Database(engine)
+
+
+async def full_page_section(setup: Setup, url: str) -> dict[str, Any]:
+    """Searches scoped to the 3 % project (and to it plus a tag): the share that fill `limit` rows,
+    with PostgreSQL's own plan choice and with generic plans forced (what a warm pooled connection may use)."""
+    out: dict[str, Any] = {}
+    generic = generic_plan_database(url)
+    try:
+        for plan, db in (("auto", setup.db), ("generic", generic)):
+            out[plan] = await full_pages(setup, AppContext(db, setup.runtime, Limits()), plan)
+    finally:
+        await generic.dispose()
+    return out
+
+
+async def full_pages(setup: Setup, context: AppContext, plan: str) -> dict[str, Any]:
     principal = await admin_principal(setup.db, "bench-search-inprocess")
-    call = tool_caller(setup.context, principal)
+    call = tool_caller(context, principal)
     small = PROJECTS[SMALL]
     async with setup.db.unit_of_work() as session:
         tag_counts = await session.execute(
@@ -697,11 +771,14 @@ async def full_page_section(setup: Setup) -> dict[str, Any]:
         )
     out = {}
     for label, extra, limit in cases:
+        times: list[float] = []
         full = 0
         returned = []
         for query in setup.small[:100]:
             arguments = {"action": "search", "query": query.text, "cwd": small.cwd, "min_relevance": 0, **extra}
+            started = time.perf_counter()
             answer = await call("memory_recall", arguments)
+            times.append(time.perf_counter() - started)
             got = answer["meta"]["counts"]["returned"]
             returned.append(got)
             full += got >= limit
@@ -709,8 +786,13 @@ async def full_page_section(setup: Setup) -> dict[str, Any]:
             "queries": len(returned),
             "full_page_share": round(full / len(returned), 3),
             "min_returned": min(returned),
+            "ms": summary_ms(times),
         }
-        print(f"  full pages {label:<40}: {full}/{len(returned)} (fewest rows {min(returned)})", flush=True)
+        print(
+            f"  full pages ({plan} plan) {label:<42}: {full}/{len(returned)} (fewest rows {min(returned)}), "
+            f"p50 {pct(times, 50) * 1000:.1f} ms, p95 {pct(times, 95) * 1000:.1f} ms",
+            flush=True,
+        )
     return out
 
 
@@ -732,9 +814,11 @@ async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path)
         if not args.skip_http:
             async with http_server(dataset.url, work_dir, meter) as mcp_url:
                 results["http"] = await http_section(setup, mcp_url, args, meter)
-            results["breakdown"] = await breakdown_section(setup, results["http"])
+                before = meter.snapshot()
+                results["breakdown"] = await breakdown_section(setup, mcp_url)
+                results["breakdown"]["machine"] = meter.since(before)
         results["recall"] = await recall_section(setup, args.ef)
-        results["full_pages"] = await full_page_section(setup)
+        results["full_pages"] = await full_page_section(setup, dataset.url)
     finally:
         await setup.db.dispose()
     info["load_end"] = [round(x, 2) for x in os.getloadavg()]

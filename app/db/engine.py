@@ -7,9 +7,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.engine import Dialect, ExceptionContext
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from app.db.vector import register_vector_codec
+
+CONNECT_TIMEOUT_SECONDS = 5  # an unreachable server fails the call fast instead of hanging in connect
 
 
 def build_engine(url: str, pool_size: int = 10) -> AsyncEngine:
@@ -19,10 +24,55 @@ def build_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_timeout=10,
-        connect_args={"command_timeout": 60, "server_settings": {"application_name": "synaptomind"}},
+        connect_args={
+            "command_timeout": 60,
+            "timeout": CONNECT_TIMEOUT_SECONDS,
+            "server_settings": {"application_name": "synaptomind"},
+        },
     )
     event.listen(engine.sync_engine, "connect", _on_connect)
+    event.listen(engine.sync_engine, "do_connect", _connect_or_operational_error)
+    event.listen(engine.sync_engine, "handle_error", _mark_server_gone)
     return engine
+
+
+# The server went away or does not take connections right now: connection_exception (class 08),
+# admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections.
+_GONE_SQLSTATE_CLASSES = ("08",)
+_GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def _mark_server_gone(context: ExceptionContext) -> None:
+    """Count a shutdown or refusal by the server as a disconnect: the pool drops the connection and the
+    error carries `connection_invalidated`, which the tool boundary answers as a retryable 503.
+
+    asyncpg reports these as plain PostgresErrors, so without this a call that is running (or
+    connecting) while PostgreSQL shuts down fails as an unexpected 500 and its token check as a 401.
+    """
+    sqlstate = getattr(context.original_exception, "sqlstate", None)
+    if isinstance(sqlstate, str) and (sqlstate in _GONE_SQLSTATES or sqlstate.startswith(_GONE_SQLSTATE_CLASSES)):
+        context.is_disconnect = True
+
+
+def _connect_or_operational_error(dialect: Dialect, _record: Any, cargs: Any, cparams: Any) -> Any:
+    """A refused connection is an OperationalError (so: database unavailable, 503), whatever the socket said.
+
+    asyncpg lets OS errors of the connect through unwrapped; on a Unix socket a stopped server is a
+    FileNotFoundError (the socket file is gone), which is not a ConnectionError and would otherwise
+    surface as an unexpected 500 instead of a retryable 503.
+    """
+    try:
+        return dialect.connect(*cargs, **cparams)
+    except (OSError, TimeoutError) as error:
+        dbapi: Any = dialect.loaded_dbapi
+        raise dbapi.OperationalError(f"cannot connect to the database: {type(error).__name__}: {error}") from error
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """The database is down, unreachable, restarting or out of connections: a retryable condition."""
+    if isinstance(error, OperationalError | InterfaceError | PoolTimeoutError | ConnectionError | TimeoutError):
+        return True
+    return isinstance(error, DBAPIError) and bool(error.connection_invalidated)
 
 
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:

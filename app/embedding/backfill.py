@@ -10,7 +10,7 @@ import logging
 
 from sqlalchemy import text
 
-from app.db.engine import Database
+from app.db.engine import Database, is_unavailable
 from app.db.repositories.thoughts import ThoughtRepository
 from app.embedding.runtime import EmbeddingRuntime
 
@@ -66,6 +66,13 @@ async def run_backfill_loop(db: Database, runtime: EmbeddingRuntime, interval_se
                 logger.info("backfill embedded %d thought(s)", done)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("embedding backfill failed; retrying in %.0fs", interval_seconds)
+        except Exception as error:
+            if is_unavailable(error):  # an outage: one line per tick, not a traceback every 5 s
+                logger.warning(
+                    "embedding backfill: database unavailable (%s); retrying in %.0fs",
+                    type(error).__name__,
+                    interval_seconds,
+                )
+            else:
+                logger.exception("embedding backfill failed; retrying in %.0fs", interval_seconds)
         await asyncio.sleep(interval_seconds)

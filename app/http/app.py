@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.db.engine import is_unavailable
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
@@ -50,7 +51,11 @@ class BearerAuthMiddleware:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
-        principal = self.local.value if self.local is not None else await self._authenticate(scope)
+        try:
+            principal = self.local.value if self.local is not None else await self._authenticate(scope)
+        except DatabaseUnavailable:
+            await _unavailable(scope, receive, send)
+            return
         if principal is None:
             await _unauthorized(scope, receive, send)
             return
@@ -65,7 +70,10 @@ class BearerAuthMiddleware:
         try:
             async with self.context.db.unit_of_work() as session:
                 return await AuthService(session).verify(token.strip())
-        except Exception:
+        except Exception as error:
+            if is_unavailable(error):  # an outage is not a bad token: answer a retryable 503, not 401
+                logger.warning("token verification: database unavailable (%s)", type(error).__name__)
+                raise DatabaseUnavailable from error
             logger.exception("token verification failed")
             return None
 
@@ -87,6 +95,23 @@ class HostOriginMiddleware:
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class DatabaseUnavailable(Exception):
+    """The token could not be checked because the database is unreachable."""
+
+
+UNAVAILABLE = "Database unavailable; retry shortly"
+
+
+async def _unavailable(scope: Scope, receive: Receive, send: Send) -> None:
+    """503 + Retry-After; on /mcp a JSON-RPC error (the MCP client surfaces its message), else {error}."""
+    body: dict[str, object] = {"error": UNAVAILABLE, "retryable": True}
+    if scope["path"].startswith("/mcp"):
+        detail = {"statusCode": 503, "retryable": True}
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": UNAVAILABLE, "data": detail}}
+    response = JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
+    await response(scope, receive, send)
 
 
 async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.exc import DBAPIError
 
+from app.db.engine import is_unavailable
 from app.db.models import Role
 from app.db.records import Principal
 from app.errors import AppError, bad_request, forbidden, unavailable
@@ -233,21 +233,30 @@ def _authorize(principal: Principal, spec: ToolSpec, action: Action) -> None:
 _INPUT_SQLSTATES = ("22", "54", "23502", "23514")
 
 
+# Deadlock detected / serialization failure: nothing was written, the same call can simply run again.
+CONCURRENCY_SQLSTATES = frozenset({"40P01", "40001"})
+
+
+def _sqlstate(error: Exception) -> str | None:
+    sqlstate = getattr(error.orig, "sqlstate", None) if isinstance(error, DBAPIError) else None
+    return sqlstate if isinstance(sqlstate, str) else None
+
+
 def _caused_by_a_value(error: Exception) -> bool:
     """A value the model let through that Python or PostgreSQL cannot hold (the safety net behind the models)."""
     if isinstance(error, OverflowError):
         return True
-    sqlstate = getattr(error.orig, "sqlstate", None) if isinstance(error, DBAPIError) else None
-    return isinstance(sqlstate, str) and sqlstate.startswith(_INPUT_SQLSTATES)
+    sqlstate = _sqlstate(error)
+    return sqlstate is not None and sqlstate.startswith(_INPUT_SQLSTATES)
 
 
 def _classify(error: Exception, call: str = "this call") -> AppError | None:
     if isinstance(error, AppError):
         return error
-    if isinstance(error, OperationalError | InterfaceError | PoolTimeoutError | ConnectionError | TimeoutError):
+    if _sqlstate(error) in CONCURRENCY_SQLSTATES:
+        return unavailable("The call collided with a concurrent one and was rolled back; retry it")
+    if is_unavailable(error):
         return unavailable("Database unavailable; retry shortly")
-    if isinstance(error, DBAPIError) and error.connection_invalidated:
-        return unavailable("Database connection lost; retry shortly")
     if _caused_by_a_value(error):
         return bad_request(
             f"Invalid arguments for {call}: a value is out of the range that can be stored "

@@ -14,7 +14,7 @@ from datetime import timedelta
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.engine import Database
+from app.db.engine import Database, is_unavailable
 from app.db.repositories.audit import AuditRepository
 from app.services.proposals import expire_due_proposals
 
@@ -89,6 +89,13 @@ async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
                 logger.info("%d pending proposal(s) expired", expired)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("background job failed; retrying in %.0fs", settings.tick_seconds)
+        except Exception as error:
+            if is_unavailable(error):  # an outage: one line per tick, not a traceback
+                logger.warning(
+                    "background jobs: database unavailable (%s); retrying in %.0fs",
+                    type(error).__name__,
+                    settings.tick_seconds,
+                )
+            else:
+                logger.exception("background job failed; retrying in %.0fs", settings.tick_seconds)
         await asyncio.sleep(settings.tick_seconds)

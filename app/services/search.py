@@ -36,6 +36,9 @@ class SearchQuery:
     recency_half_life_days: float = 30.0
     supersession_mode: Literal["flag", "suppress", "off"] = "flag"
     contradiction_mode: Literal["flag", "off"] = "flag"
+    # The query vector when the caller embedded it before opening its transaction (None = embedder down).
+    vector: list[float] | None = None
+    embedded: bool = False
 
 
 @dataclass
@@ -142,7 +145,10 @@ class SearchService:
     async def ranked(self, query: SearchQuery) -> SearchOutcome:
         pool = pool_size(query.limit)
         profile = self.embedding.profile
-        vector = await self.embedding.embed_query(query.text) if profile is not None else None
+        if query.embedded:
+            vector = query.vector if profile is not None else None
+        else:
+            vector = await self.embedding.embed_query(query.text) if profile is not None else None
         degraded = vector is None
         vector_rows: list[tuple[uuid.UUID, float]] = []
         if vector is not None and profile is not None:

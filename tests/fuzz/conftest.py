@@ -12,9 +12,14 @@ import os
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-EXAMPLES = Path(__file__).resolve().parents[2] / ".pytest_cache" / "hypothesis"
+# Hypothesis' own storage (example database, constants cache) under .pytest_cache, which git ignores,
+# instead of a .hypothesis/ directory at the repository root.
+HOME = Path(__file__).resolve().parents[2] / ".pytest_cache" / "hypothesis"
+set_hypothesis_home_dir(HOME)
+EXAMPLES = HOME / "examples"
 SUPPRESSED = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
 
 # ci: 12 parametrised tool tests x 30 examples (< 60 s with the real database and embedder), same cases every run

@@ -15,9 +15,13 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC
+from enum import Enum
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from hypothesis import strategies as st
+from pydantic.fields import FieldInfo
 
 from app.mcp.registry import Action, ToolSpec
 from app.mcp.tools.catalog import ALL_SPECS
@@ -230,7 +234,7 @@ def _huge(chunk: str, extra: int) -> str:
     return chunk * (100_001 // len(chunk) + 1 + extra)
 
 
-def _noise(seed: int, length: int) -> str:
+def noise(seed: int, length: int) -> str:
     """Incompressible text (mostly multi-byte, astral included): what a btree index row cannot hold."""
     rng = random.Random(seed)
     chars = []
@@ -248,7 +252,7 @@ def text_like(short: bool = False) -> st.SearchStrategy[str]:
     options = [plain, unicode_text, specials, mixed]
     if not short:
         options.append(st.builds(_huge, st.sampled_from(HUGE_CHUNKS), st.integers(0, 3)))
-        options.append(st.builds(_noise, st.integers(0, 2**32), st.integers(600, 5000)))
+        options.append(st.builds(noise, st.integers(0, 2**32), st.integers(600, 5000)))
         options.append(st.integers(1, 200).map(lambda n: "word " * n))
     return st.one_of(*options)
 
@@ -275,8 +279,8 @@ def path_like() -> st.SearchStrategy[str]:
         "/" + "a" * 4097,
     ]
     built = st.lists(text_like(short=True), min_size=1, max_size=6).map(lambda parts: "/" + "/".join(parts))
-    noise = st.builds(lambda seed, n: "/" + _noise(seed, n), st.integers(0, 2**32), st.integers(700, 4095))
-    return st.one_of(st.sampled_from(samples), built, noise, text_like())
+    noisy = st.builds(lambda seed, n: "/" + noise(seed, n), st.integers(0, 2**32), st.integers(700, 4095))
+    return st.one_of(st.sampled_from(samples), built, noisy, text_like())
 
 
 # ---------------------------------------------------------------- numbers, booleans, enums, junk
@@ -468,7 +472,7 @@ def string_list(short: bool = True, max_size: int = 6) -> st.SearchStrategy[Any]
 # ---------------------------------------------------------------- one argument, by name
 
 
-def plausible(name: str) -> st.SearchStrategy[Any]:  # noqa: C901 - a lookup table in code form
+def plausible(name: str) -> st.SearchStrategy[Any]:
     """A value that could be right for an argument of this name (adversarial within its type)."""
     if name in ID_KIND:
         return id_like(ID_KIND[name])
@@ -537,6 +541,136 @@ def plausible(name: str) -> st.SearchStrategy[Any]:  # noqa: C901 - a lookup tab
     return junk()
 
 
+# ---------------------------------------------------------------- valid values (derived from the models)
+
+WORDS = ["postgres", "billing", "card payments", "retries", "memory", "token", "embedding", "cluster", "draft"]
+SAFE_SPECIALS = [text for text in SQL_AND_TSQUERY + UNICODE_SPECIALS if "\x00" not in text]
+SAFE_TEXT = st.builds(
+    lambda word, tail: f"{word} {tail}",
+    st.sampled_from(WORDS),
+    st.one_of(
+        st.sampled_from(SAFE_SPECIALS),
+        st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40),
+        st.sampled_from(WORDS),
+    ),
+)
+KNOWN_PATHS = ["/srv/fuzz", "/srv/fuzz/src/deep", "/srv/other", "/srv/unknown", "/srv/fuzz/../other", "/"]
+
+
+def _bounds(metadata: list[Any]) -> tuple[float | None, float | None, bool, bool]:
+    low = high = None
+    low_open = high_open = False
+    for item in metadata:
+        for attribute, is_low, is_open in (
+            ("ge", True, False),
+            ("gt", True, True),
+            ("le", False, False),
+            ("lt", False, True),
+        ):
+            value = getattr(item, attribute, None)
+            if value is None:
+                continue
+            if is_low:
+                low, low_open = value, is_open
+            else:
+                high, high_open = value, is_open
+    return low, high, low_open, high_open
+
+
+def _list_bounds(metadata: list[Any]) -> tuple[int, int]:
+    low = next((item.min_length for item in metadata if hasattr(item, "min_length") and item.min_length), 0)
+    return int(low or 0), 5
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Optional[X] → X; Annotated[X, ...] → X."""
+    if get_origin(annotation) in (Union, UnionType):
+        options = [option for option in get_args(annotation) if option is not type(None)]
+        annotation = options[0] if len(options) == 1 else annotation
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def valid_value(name: str, info: FieldInfo) -> st.SearchStrategy[Any]:
+    """A value the action model accepts (hostile where the type allows it: SQL text, unicode, huge numbers)."""
+    if name in ID_KIND:
+        return st.builds(Ref, st.just(ID_KIND[name]), st.integers(0, 7), st.sampled_from(["full", "upper", "nohyphen"]))
+    if name in ID_LIST_KIND:
+        ref = st.builds(Ref, st.just(ID_LIST_KIND[name]), st.integers(0, 7))
+        return st.lists(ref, min_size=1, max_size=4)
+    if name == "cwd":
+        return st.sampled_from(KNOWN_PATHS)
+    if name == "local_path":
+        return SAFE_TEXT.map(lambda tail: "/srv/fz/" + tail.replace("/", "_"))
+    if name == "thoughts":
+        row = st.fixed_dictionaries(
+            {"content": SAFE_TEXT},
+            optional={
+                "tags": st.lists(st.sampled_from(WORDS), max_size=3),
+                "status": st.sampled_from(["draft", "active"]),
+            },
+        )
+        return st.lists(row, min_size=1, max_size=4)
+    if name == "links":
+        ref = st.builds(Ref, st.just("thought"), st.integers(0, 7))
+        item = st.fixed_dictionaries({"source": ref, "target": ref}, optional={"type": st.sampled_from(ENUMS["type"])})
+        return st.lists(item, min_size=1, max_size=4)
+    if name == "url_links":
+        link = st.fixed_dictionaries({"text": SAFE_TEXT, "url": st.sampled_from(["https://example.com/a", "http://x"])})
+        return st.lists(link, max_size=2)
+    if name == "summary" and _unwrap(info.annotation) is not str:
+        return st.fixed_dictionaries({"content": SAFE_TEXT}, optional={"tags": st.lists(st.sampled_from(WORDS))})
+    if name == "surface_after":
+        return st.datetimes(timezones=st.just(UTC)).map(lambda moment: moment.isoformat())
+    if name == "fields":
+        return st.lists(st.sampled_from(["id", "content", "tags", "status", "project", "name", "importance"]))
+    annotation = _unwrap(info.annotation)
+    if get_origin(annotation) is Literal:
+        return st.sampled_from(get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return st.sampled_from([member.value for member in annotation])
+    if annotation is bool:
+        return st.booleans()
+    low, high, low_open, high_open = _bounds(info.metadata)
+    if annotation is int:
+        start = int(low or 0) + (1 if low_open else 0)
+        if high is None:  # unbounded above: the model lets a huge number through to the handler
+            return st.one_of(st.integers(start, start + 60), st.sampled_from([2**31, 2**63 - 1, 2**63, 10**30]))
+        return st.integers(start, int(high) - (1 if high_open else 0))
+    if annotation is float:
+        floats = st.floats(min_value=low, max_value=high, exclude_min=low_open, exclude_max=high_open, allow_nan=False)
+        if high is None:
+            return st.one_of(floats, st.sampled_from([1e10, 1e300, float("inf")]))
+        return floats
+    if annotation is str:
+        return SAFE_TEXT
+    if get_origin(annotation) is list:
+        low_size, high_size = _list_bounds(info.metadata)
+        return st.lists(SAFE_TEXT, min_size=low_size, max_size=high_size)
+    return st.none()
+
+
+def valid_call(action: Action) -> st.SearchStrategy[dict[str, Any]]:
+    """Required arguments always, each optional one half the time, every value accepted by the model."""
+    required = {
+        name: valid_value(name, info)
+        for name, info in action.model.model_fields.items()
+        if name != "action" and info.is_required()
+    }
+    optional = {
+        name: valid_value(name, info)
+        for name, info in action.model.model_fields.items()
+        if name not in ("action", "confirm", "preview_token") and not info.is_required()
+    }
+    base = st.fixed_dictionaries({"action": st.just(action.name), **required}, optional=optional)
+    if "preview_token" in action.model.model_fields:  # confirms with a live token of some other call
+        token = st.builds(Ref, st.just("token"), st.integers(0, 7))
+        flow = st.fixed_dictionaries({"confirm": st.just(True)}, optional={"preview_token": token})
+        return st.one_of(base, st.builds(lambda a, b: {**a, **b}, base, flow))
+    return base
+
+
 # ---------------------------------------------------------------- a whole call
 
 
@@ -568,11 +702,8 @@ def _extra_keys(spec: ToolSpec, action: Action) -> st.SearchStrategy[dict[str, A
 
 
 @st.composite
-def tool_call(draw: st.DrawFn, spec: ToolSpec) -> dict[str, Any]:
-    """Arguments for one call of `spec` (ids still as `Ref`s): mostly near-valid, always somewhat hostile."""
-    if not spec.has_actions:  # memory_guide: no arguments at all
-        return draw(st.one_of(st.just({}), _extra_keys(spec, spec.actions[0])))
-    action = draw(st.sampled_from(spec.actions))
+def hostile_call(draw: st.DrawFn, spec: ToolSpec, action: Action) -> dict[str, Any]:
+    """Every argument plausible, adversarial, junk or left out; extra keys; a wrong or missing action."""
     arguments: dict[str, Any] = {}
     for name, info in action.model.model_fields.items():
         if name == "action":
@@ -587,3 +718,31 @@ def tool_call(draw: st.DrawFn, spec: ToolSpec) -> dict[str, Any]:
     if draw(st.integers(0, 19)) == 0:
         arguments.pop("action", None)
     return arguments
+
+
+@st.composite
+def near_valid_call(draw: st.DrawFn, spec: ToolSpec, action: Action) -> dict[str, Any]:
+    """A call the model accepts, then none, one or two hostile changes (one argument, an extra key, the action)."""
+    arguments = draw(valid_call(action))
+    for _ in range(draw(st.integers(0, 2))):
+        change = draw(st.sampled_from(["argument", "argument", "extra", "action", "drop"]))
+        names = [name for name in action.model.model_fields if name != "action"]
+        if change == "argument" and names:
+            name = draw(st.sampled_from(names))
+            arguments[name] = draw(st.one_of(plausible(name), junk()))
+        elif change == "extra":
+            arguments.update(draw(_extra_keys(spec, action)))
+        elif change == "action":
+            arguments["action"] = draw(_action_value(spec, action))
+        elif change == "drop" and len(arguments) > 1:
+            arguments.pop(draw(st.sampled_from(sorted(arguments))))
+    return arguments
+
+
+@st.composite
+def tool_call(draw: st.DrawFn, spec: ToolSpec) -> dict[str, Any]:
+    """Arguments for one call of `spec` (ids still as `Ref`s): near-valid half the time, hostile otherwise."""
+    if not spec.has_actions:  # memory_guide: no arguments at all
+        return draw(st.one_of(st.just({}), _extra_keys(spec, spec.actions[0])))
+    action = draw(st.sampled_from(spec.actions))
+    return draw(st.one_of(near_valid_call(spec, action), hostile_call(spec, action)))

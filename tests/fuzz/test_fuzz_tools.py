@@ -25,16 +25,16 @@ from hypothesis import strategies as st
 from mcp_types import CallToolResult
 from sqlalchemy import text
 
+from app.db.engine import Database
 from app.db.models import Base, Role
 from app.db.records import Principal
-from app.mcp.registry import dispatch
-from app.db.engine import Database
 from app.embedding.runtime import EmbeddingRuntime
+from app.mcp.registry import dispatch
 from app.services.context import AppContext, Limits
 from tests.conftest import TABLES as ALL_TABLES
 from tests.conftest import make_user
 from tests.fuzz.conftest import PROFILE
-from tests.fuzz.strategies import DRIVER_MARKERS, SPECS, TOOL_NAMES, resolve, tool_call
+from tests.fuzz.strategies import DRIVER_MARKERS, SPECS, TOOL_NAMES, Ref, noise, resolve, tool_call
 from tests.helpers import ToolCaller
 
 FUZZ = settings(settings.get_profile(PROFILE))
@@ -44,21 +44,22 @@ TABLES = [table.name for table in Base.metadata.sorted_tables]
 STATE_SQL = text(
     "SELECT "
     + ", ".join(
-        f"(SELECT count(*) || '/' || coalesce(max(xmin::text::bigint), 0) FROM {table}) AS {table}"
-        for table in TABLES
+        f"(SELECT count(*) || '/' || coalesce(max(xmin::text::bigint), 0) FROM {table}) AS {table}" for table in TABLES
     )
 )
 REFUSAL_CODES = {400, 403, 404, 409}
 RAW_TEXT_CALLS = {("memory_guide", None), ("memory_status", "config")}
 
 
-@dataclass
+@dataclass(repr=False)
 class World:
     context: AppContext
     writer: Principal
     admin: Principal
     ids: dict[str, list[str]]
-    calls: int = 0
+
+    def __repr__(self) -> str:  # hypothesis prints the fixtures of a failing example: keep it short
+        return f"World({', '.join(f'{kind}={len(ids)}' for kind, ids in self.ids.items())})"
 
     def principal_for(self, tool: str, arguments: dict[str, Any]) -> Principal:
         """A writer for everything; an admin for the admin-only memory_manage update/delete."""
@@ -145,11 +146,10 @@ def _text(result: CallToolResult) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
-async def check_call(world: World, tool: str, drawn: dict[str, Any]) -> CallToolResult:
+async def check_call(world: World, tool: str, drawn: dict[str, Any], record: bool = False) -> CallToolResult:
     arguments = resolve(drawn, world.ids)
     before = await state(world.context)
     result = await dispatch(SPECS[tool], arguments, world.context, world.principal_for(tool, arguments))
-    world.calls += 1
     body = _text(result)
     structured = result.structured_content
     assert result.meta is not None and re.fullmatch(r"[0-9a-f]{12}", str(result.meta.get("requestId"))), result.meta
@@ -158,8 +158,11 @@ async def check_call(world: World, tool: str, drawn: dict[str, Any]) -> CallTool
     answer_text = body if raw_text else body + json.dumps(structured, ensure_ascii=False)
     for marker in DRIVER_MARKERS:
         assert marker not in answer_text or marker in json.dumps(arguments, ensure_ascii=False), (marker, body[:500])
-    outcome = "ok" if not result.is_error else str((structured or {}).get("result", {}).get("error", {}).get("statusCode"))
-    event(f"{tool} {action or '-'} -> {outcome}")
+    outcome = (
+        "ok" if not result.is_error else str((structured or {}).get("result", {}).get("error", {}).get("statusCode"))
+    )
+    if record:  # hypothesis statistics (--hypothesis-show-statistics): which outcomes the examples reached
+        event(f"{tool} {action or '-'} -> {outcome}")
     if result.is_error:
         assert structured is not None, f"unclassified error: {body[:500]}"
         error = structured["result"]["error"]
@@ -190,7 +193,7 @@ def spec_has_actions(tool: str) -> bool:
 async def test_fuzz_tool(world: World, tool: str, data: st.DataObject) -> None:
     """Hostile arguments for every action of one tool."""
     drawn = data.draw(tool_call(SPECS[tool]), label="arguments")
-    await check_call(world, tool, drawn)
+    await check_call(world, tool, drawn, record=True)
 
 
 @FUZZ
@@ -200,7 +203,7 @@ async def test_fuzz_arguments_of_one_tool_sent_to_another(world: World, data: st
     source = data.draw(st.sampled_from(TOOL_NAMES), label="built for")
     target = data.draw(st.sampled_from(TOOL_NAMES), label="sent to")
     drawn = data.draw(tool_call(SPECS[source]), label="arguments")
-    await check_call(world, target, drawn)
+    await check_call(world, target, drawn, record=True)
 
 
 async def test_the_seeded_world_has_something_of_each_kind(world: World) -> None:
@@ -208,3 +211,42 @@ async def test_the_seeded_world_has_something_of_each_kind(world: World) -> None
     for kind in ("project", "thought", "edge", "primer", "proposal", "run", "token"):
         assert world.ids[kind], kind
     assert len(world.ids["token"]) >= 3
+
+
+# ---------------------------------------------------------------- what the fuzzer found (regressions)
+
+FOUND = [
+    # retention_review list: an unbounded min_age_days overflowed Python's timedelta / PostgreSQL's timestamp
+    ("retention_review", {"action": "list", "min_age_days": 1e10}, "min_age_days"),
+    ("retention_review", {"action": "list", "min_age_days": 1e8}, "min_age_days"),
+    ("retention_review", {"action": "list", "min_age_days": "1e309"}, "min_age_days"),
+    ("retention_review", {"action": "list", "importance_floor": float("nan")}, "importance_floor"),
+    # an offset beyond PostgreSQL's bigint reached the driver ("value out of int64 range")
+    ("memory_crystallize", {"action": "graph", "offset": 2**63}, "offset"),
+    ("memory_recall", {"action": "list", "offset": "99999999999999999999"}, "offset"),
+    ("memory_reflect", {"action": "timeline", "offset": 2**64}, "offset"),
+    # a long incompressible local_path broke the unique btree index on project.local_path
+    ("memory_manage", {"action": "create", "name": "btree row", "local_path": "/" + noise(7, 1500)}, "local_path"),
+    ("memory_manage", {"action": "create", "name": "index row", "local_path": "/" + noise(8, 4000)}, "local_path"),
+    # an unbounded cluster title became a thought over the content CHECK constraint
+    (
+        "memory_crystallize",
+        {"action": "cluster", "thought_ids": [Ref("thought", 0), Ref("thought", 1)], "title": "t" * 2000},
+        "title",
+    ),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "named"), FOUND)
+async def test_what_the_fuzzer_found_is_a_classified_refusal(
+    world: World, tool: str, arguments: dict[str, Any], named: str | None
+) -> None:
+    """Each was an unclassified 500 (driver text in the log); now a 400 that writes nothing."""
+    result = await check_call(world, tool, arguments)
+    assert result.is_error and result.structured_content is not None
+    error = result.structured_content["result"]["error"]
+    assert error["statusCode"] == 400, error
+    if named is not None:  # refused by the argument check, naming the argument
+        assert f"'{named}'" in error["message"], error
+    else:
+        assert "a value is out of the range that can be stored" in error["message"], error

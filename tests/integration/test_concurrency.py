@@ -28,7 +28,9 @@ EDGE_TYPES = ("related", "parent", "develops", "replaces", "references", "depend
 
 
 @pytest.fixture
-async def replicas(database_url: str, embedding_runtime: EmbeddingRuntime, writer: ToolCaller) -> AsyncIterator[list[ToolCaller]]:
+async def replicas(
+    database_url: str, embedding_runtime: EmbeddingRuntime, writer: ToolCaller
+) -> AsyncIterator[list[ToolCaller]]:
     """The writer as seen through REPLICAS independent app contexts (own engine and pool each)."""
     databases = [Database(build_engine(database_url, pool_size=4)) for _ in range(REPLICAS)]
     try:
@@ -101,7 +103,7 @@ async def pair_edges(context: AppContext, a: str, b: str) -> list[tuple[str, str
         a=a,
         b=b,
     )
-    return [tuple(row) for row in found]  # type: ignore[misc]
+    return [(row[0], row[1], row[2], row[3]) for row in found]
 
 
 # ---------------------------------------------------------------- link
@@ -123,7 +125,9 @@ async def test_concurrent_links_on_one_pair_leave_exactly_one_edge(replicas: lis
     for a, b in pairs:
         [(edge_id, _, _, final_type)] = await pair_edges(replicas[0].context, a, b)
         accepted = [
-            answer.item for (x, y, _), answer in zip(calls, answers, strict=True) if (x, y) == (a, b) and not answer.is_error
+            answer.item
+            for (x, y, _), answer in zip(calls, answers, strict=True)
+            if (x, y) == (a, b) and not answer.is_error
         ]
         assert accepted, "the first link of a pair always succeeds"
         assert {item["id"] for item in accepted} == {edge_id}  # one edge, upgraded in place at most
@@ -180,7 +184,9 @@ async def test_concurrent_retype_and_unlink_of_one_edge(replicas: list[ToolCalle
         unlink = {"action": "unlink", "edge_id": edge_id}
         calls.append(confirmed(retype, await token_of(replicas[0], "memory_store", retype)))
         calls.append(confirmed(unlink, await token_of(replicas[0], "memory_store", unlink)))
-    answers = await asyncio.gather(*(replicas[n % REPLICAS]("memory_store", arguments) for n, arguments in enumerate(calls)))
+    answers = await asyncio.gather(
+        *(replicas[n % REPLICAS]("memory_store", arguments) for n, arguments in enumerate(calls))
+    )
     assert_classified(answers, 404)
     for n, (a, b) in enumerate(pairs):
         retyped, unlinked = answers[2 * n], answers[2 * n + 1]
@@ -232,11 +238,12 @@ async def merge_round(replicas: list[ToolCaller], archive: str) -> None:
     await link(replicas[0], y, source, "depends_on")
     await link(replicas[0], target, source, "related")
     merge = {"action": "merge", "source_id": source, "target_id": target}
-    other = {
+    others: dict[str, dict[str, Any]] = {
         "source": {"action": "archive", "thought_id": source},
         "target": {"action": "archive", "thought_id": target},
         "both": {"action": "archive_batch", "thought_ids": [source, target]},
-    }[archive]
+    }
+    other = others[archive]
     merge_call = confirmed(merge, await token_of(replicas[0], "memory_supersede", merge))
     other_call = confirmed(other, await token_of(replicas[0], "memory_supersede", other))
     merged, archived = await asyncio.gather(
@@ -246,11 +253,19 @@ async def merge_round(replicas: list[ToolCaller], archive: str) -> None:
     assert not archived.is_error, archived.text  # archiving always succeeds (idempotent)
     context = replicas[0].context
     replaces = await rows(
-        context, "SELECT count(*) FROM edge WHERE source_id = :t AND target_id = :s AND type = 'replaces'", t=target, s=source
+        context,
+        "SELECT count(*) FROM edge WHERE source_id = :t AND target_id = :s AND type = 'replaces'",
+        t=target,
+        s=source,
     )
-    statuses = dict(await rows(context, "SELECT id::text, status::text FROM thought WHERE id IN (:s, :t)", s=source, t=target))
+    statuses = dict(
+        await rows(context, "SELECT id::text, status::text FROM thought WHERE id IN (:s, :t)", s=source, t=target)
+    )
     if merged.is_error:
-        assert merged.error["message"] in ("Merge refused: the source is archived", "Merge refused: the target is archived")
+        assert merged.error["message"] in (
+            "Merge refused: the source is archived",
+            "Merge refused: the target is archived",
+        )
         assert replaces == [(0,)]
         assert {(e[1], e[2]) for e in await pair_edges(context, source, x)} == {(source, x)}
         assert {(e[1], e[2]) for e in await pair_edges(context, y, source)} == {(y, source)}

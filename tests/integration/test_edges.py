@@ -24,7 +24,9 @@ TYPES = ("related", "parent", "develops", "replaces", "cluster", "references", "
 
 
 def hint(action: str) -> str:
-    return f"call memory_store action={action} with the same arguments and no confirm to preview it and get a fresh token"
+    return (
+        f"call memory_store action={action} with the same arguments and no confirm to preview it and get a fresh token"
+    )
 
 
 def cluster_rule(source_id: str) -> str:
@@ -75,7 +77,7 @@ async def linked(caller: ToolCaller, source: str, target: str, edge_type: str | 
 async def edges(context: AppContext) -> list[tuple[str, str, str, str]]:
     """(id, source, target, type) of every edge, in creation order."""
     found = await rows(context, "SELECT id::text, source_id::text, target_id::text, type::text FROM edge ORDER BY id")
-    return [tuple(row) for row in found]  # type: ignore[misc]
+    return [(row[0], row[1], row[2], row[3]) for row in found]
 
 
 async def importance(context: AppContext, *ids: str) -> list[float]:
@@ -89,7 +91,9 @@ async def set_importance(context: AppContext, value: float, *ids: str) -> None:
 
 
 async def audit(context: AppContext) -> list[tuple[Any, ...]]:
-    found = await rows(context, "SELECT user_id, tool, action, target_ids, details FROM audit_event ORDER BY created_at")
+    found = await rows(
+        context, "SELECT user_id, tool, action, target_ids, details FROM audit_event ORDER BY created_at"
+    )
     return [tuple(row) for row in found]
 
 
@@ -152,7 +156,9 @@ async def test_a_missing_endpoint_is_a_404_naming_it(writer: ToolCaller, pair: l
 
 async def test_link_refuses_bad_arguments_by_name(writer: ToolCaller, pair: list[str]) -> None:
     before = await snapshot(writer.context)
-    bad_type = await writer("memory_store", {"action": "link", "source_id": pair[0], "target_id": pair[1], "edge_type": "x"})
+    bad_type = await writer(
+        "memory_store", {"action": "link", "source_id": pair[0], "target_id": pair[1], "edge_type": "x"}
+    )
     assert bad_type.error["statusCode"] == 400
     assert bad_type.text.startswith("Invalid argument 'edge_type' for memory_store action=link: ")
     bad_id = await link(writer, "not-an-id", pair[1])
@@ -181,7 +187,9 @@ async def test_retired_store_inputs_are_refused_on_edge_actions(
 ) -> None:
     arguments = {"action": "link", "source_id": pair[0], "target_id": pair[1], name: "x"}
     await assert_refused_cleanly(writer, arguments, 400, message)
-    await assert_refused_cleanly(writer, {"action": "unlink_batch", "edge_ids": [str(uuid.uuid4())], name: 1}, 400, message)
+    await assert_refused_cleanly(
+        writer, {"action": "unlink_batch", "edge_ids": [str(uuid.uuid4())], name: 1}, 400, message
+    )
 
 
 @pytest.mark.parametrize("symmetric", ["related", "contradicts"])
@@ -210,7 +218,9 @@ async def test_a_directed_duplicate_is_an_error(writer: ToolCaller, pair: list[s
     assert await edges(writer.context) == [(first["id"], a, b, "supports")]
 
 
-@pytest.mark.parametrize(("existing", "asked"), [("supports", "depends_on"), ("contradicts", "supports"), ("parent", "related")])
+@pytest.mark.parametrize(
+    ("existing", "asked"), [("supports", "depends_on"), ("contradicts", "supports"), ("parent", "related")]
+)
 async def test_a_second_type_on_the_pair_is_an_error(
     writer: ToolCaller, pair: list[str], existing: str, asked: str
 ) -> None:
@@ -258,15 +268,24 @@ async def test_only_a_cluster_thought_carries_a_cluster_edge(writer: ToolCaller)
     before_edges = await edges(writer.context)
     # a plain source is refused, in either role of the pair
     await assert_refused_cleanly(
-        writer, {"action": "link", "source_id": plain, "target_id": other, "edge_type": "cluster"}, 400, cluster_rule(plain)
+        writer,
+        {"action": "link", "source_id": plain, "target_id": other, "edge_type": "cluster"},
+        400,
+        cluster_rule(plain),
     )
     await assert_refused_cleanly(
-        writer, {"action": "link", "source_id": plain, "target_id": cluster, "edge_type": "cluster"}, 400, cluster_rule(plain)
+        writer,
+        {"action": "link", "source_id": plain, "target_id": cluster, "edge_type": "cluster"},
+        400,
+        cluster_rule(plain),
     )
     # the upgrade path is held to the same rule
     await linked(writer, plain, other)
     await assert_refused_cleanly(
-        writer, {"action": "link", "source_id": plain, "target_id": other, "edge_type": "cluster"}, 400, cluster_rule(plain)
+        writer,
+        {"action": "link", "source_id": plain, "target_id": other, "edge_type": "cluster"},
+        400,
+        cluster_rule(plain),
     )
     # a cluster thought may carry one
     item = await linked(writer, cluster, plain, "cluster")
@@ -278,7 +297,7 @@ async def test_the_database_refuses_a_cluster_edge_from_a_plain_thought(writer: 
     """The rule lives in the schema too (a trigger), so a raced check cannot break it."""
     from sqlalchemy.exc import IntegrityError
 
-    with pytest.raises(IntegrityError, match="ck_edge_cluster_source|not a cluster thought"):
+    with pytest.raises(IntegrityError, match=r"ck_edge_cluster_source|not a cluster thought"):
         async with writer.context.db.unit_of_work() as session:
             await session.execute(
                 text(
@@ -331,7 +350,13 @@ async def test_link_batch_answers_per_item_rows_in_input_order(writer: ToolCalle
     assert answer.items == [
         {"index": 0, "status": "linked", "source": a, "target": b, "type": "supports"},
         {"index": 1, "status": "failed", "source": a, "target": a, "error": SELF_LOOP},
-        {"index": 2, "status": "failed", "source": a, "target": ghost, "error": f"Thought {ghost} not found (target_id)"},
+        {
+            "index": 2,
+            "status": "failed",
+            "source": a,
+            "target": ghost,
+            "error": f"Thought {ghost} not found (target_id)",
+        },
         {"index": 3, "status": "linked", "source": d, "target": c, "type": "contradicts"},
         {
             "index": 4,
@@ -425,7 +450,9 @@ async def unlink_confirm(caller: ToolCaller, edge_id: str, token: str | None) ->
     return await caller("memory_store", arguments)
 
 
-async def test_unlink_preview_matches_the_contract_and_writes_only_its_token(writer: ToolCaller, pair: list[str]) -> None:
+async def test_unlink_preview_matches_the_contract_and_writes_only_its_token(
+    writer: ToolCaller, pair: list[str]
+) -> None:
     a, b = pair
     edge = await linked(writer, a, b, "supports")
     before = await snapshot(writer.context)
@@ -462,7 +489,9 @@ async def test_unlink_confirm_deletes_only_the_edge(writer: ToolCaller) -> None:
     a, b, c = await thoughts(writer, 3)
     edge = await linked(writer, a, b, "supports")
     kept = await linked(writer, b, c, "depends_on")
-    thoughts_before = await rows(writer.context, "SELECT id, content, status, tags, importance FROM thought ORDER BY id")
+    thoughts_before = await rows(
+        writer.context, "SELECT id, content, status, tags, importance FROM thought ORDER BY id"
+    )
     token = (await unlink_preview(writer, edge["id"])).item["preview_token"]
     answer = await unlink_confirm(writer, edge["id"], token)
     answer.assert_mirrors_text()
@@ -480,8 +509,13 @@ async def test_unlink_confirm_deletes_only_the_edge(writer: ToolCaller) -> None:
             {"source_id": a, "target_id": b, "type": "supports"},
         )
     ]
-    [(used,)] = await rows(writer.context, "SELECT used_at IS NOT NULL FROM preview_token WHERE id = :id", id=token)
-    assert used is True
+    # the token is spent and the event written in the unlink's own transaction: now() is the same instant
+    [(same,)] = await rows(
+        writer.context,
+        "SELECT p.used_at = a.created_at FROM preview_token p, audit_event a WHERE p.id = :id",
+        id=token,
+    )
+    assert same is True
 
 
 async def test_unlink_is_idempotent(writer: ToolCaller, pair: list[str]) -> None:
@@ -578,7 +612,14 @@ async def test_unlink_batch_preview_reports_a_missing_edge_as_failed(writer: Too
     answer = await writer.ok("memory_store", {"action": "unlink_batch", "edge_ids": [ghost, edge["id"]]})
     assert answer.items[0] == {"edge_id": ghost, "status": "failed", "error": f"Edge not found: {ghost}"}
     assert answer.items[1]["status"] == "preview"
-    assert answer.meta["counts"] == {"deleted": 0, "preview": 1, "failed": 1, "total": 2, "returned": 2, "filtered_out": 0}
+    assert answer.meta["counts"] == {
+        "deleted": 0,
+        "preview": 1,
+        "failed": 1,
+        "total": 2,
+        "returned": 2,
+        "filtered_out": 0,
+    }
 
 
 async def test_unlink_batch_confirm_deletes_every_edge(writer: ToolCaller) -> None:
@@ -595,7 +636,12 @@ async def test_unlink_batch_confirm_deletes_every_edge(writer: ToolCaller) -> No
     assert await edges(writer.context) == [(kept["id"], c, d, "references")]
     assert await rows(writer.context, "SELECT count(*) FROM thought") == [(4,)]
     [(user, tool, action, targets, _)] = await audit(writer.context)
-    assert (user, tool, action, sorted(targets)) == (writer.principal.user_id, "memory_store", "unlink_batch", sorted(ids))
+    assert (user, tool, action, sorted(targets)) == (
+        writer.principal.user_id,
+        "memory_store",
+        "unlink_batch",
+        sorted(ids),
+    )
 
 
 async def test_unlink_batch_confirm_validates_every_id_before_deleting(writer: ToolCaller) -> None:
@@ -751,7 +797,7 @@ async def test_readers_are_refused_on_every_edge_write_and_preview(
     writer: ToolCaller, reader: ToolCaller, pair: list[str]
 ) -> None:
     edge = await linked(writer, pair[0], pair[1], "supports")
-    calls = [
+    calls: list[dict[str, Any]] = [
         {"action": "link", "source_id": pair[1], "target_id": pair[0]},
         {"action": "link_batch", "links": [{"source": pair[0], "target": pair[1]}]},
         {"action": "unlink", "edge_id": edge["id"]},
@@ -763,6 +809,8 @@ async def test_readers_are_refused_on_every_edge_write_and_preview(
     before = await snapshot(writer.context)
     for arguments in calls:
         answer = await reader("memory_store", arguments)
-        message = f"Forbidden: memory_store action={arguments['action']} needs the writer role; user 'reader' is a reader"
+        message = (
+            f"Forbidden: memory_store action={arguments['action']} needs the writer role; user 'reader' is a reader"
+        )
         assert_error(answer, 403, message)
     assert await snapshot(writer.context) == before

@@ -33,7 +33,7 @@ CONTENTS = [
 
 
 async def _rows(db: Database) -> dict[str, tuple[Any, str | None]]:
-    """content → (vector as a numpy array or None, embedding_model)."""
+    """content → (vector as a list of floats or None, embedding_model)."""
     async with db.unit_of_work() as session:
         rows = await session.execute(select(Thought.content, Thought.embedding, Thought.embedding_model))
         return {row.content: (row.embedding, row.embedding_model) for row in rows}

@@ -114,7 +114,9 @@ async def run(caller: ToolCaller, arguments: dict[str, Any]) -> Answer:
     return answer
 
 
-async def refused_cleanly(caller: ToolCaller, arguments: dict[str, Any], token: str | None, status: int, message: str) -> None:
+async def refused_cleanly(
+    caller: ToolCaller, arguments: dict[str, Any], token: str | None, status: int, message: str
+) -> None:
     before = await snapshot(caller.context)
     assert_error(await confirm(caller, arguments, token), status, message)
     assert await snapshot(caller.context) == before
@@ -165,9 +167,14 @@ async def test_archive_executes_and_answers_the_shaped_thought(writer: ToolCalle
     status, archived_at, _ = await status_of(writer.context, thought_id)
     assert status == "archived" and archived_at is not None
     [(project_id,)] = await rows(writer.context, "SELECT project_id::text FROM thought WHERE id = :id", id=thought_id)
-    assert await audit(writer.context) == [
-        (writer.principal.user_id, TOOL, "archive", [thought_id], project_id, {})
-    ]
+    assert await audit(writer.context) == [(writer.principal.user_id, TOOL, "archive", [thought_id], project_id, {})]
+    # written in the archive's own transaction: now() is the same instant
+    [(same,)] = await rows(
+        writer.context,
+        "SELECT a.created_at = t.archived_at FROM audit_event a, thought t WHERE t.id = :id",
+        id=thought_id,
+    )
+    assert same is True
 
 
 async def test_re_archiving_is_idempotent_and_never_re_stamps(writer: ToolCaller) -> None:
@@ -201,7 +208,9 @@ async def test_archive_token_rules(writer: ToolCaller, case: str) -> None:
         arguments = {"action": "archive", "thought_id": other}
         status, message = 400, f"preview_token {token} was issued for other arguments — {hint('archive')}"
     elif case == "other_action":
-        token = (await preview(writer, {"action": "archive_batch", "thought_ids": [thought_id]})).meta["preview"]["token"]
+        token = (await preview(writer, {"action": "archive_batch", "thought_ids": [thought_id]})).meta["preview"][
+            "token"
+        ]
         status = 400
         message = (
             f"preview_token {token} was issued for memory_supersede action=archive_batch, "
@@ -279,7 +288,12 @@ async def test_archive_batch_executes_per_occurrence(writer: ToolCaller) -> None
         assert status == "archived" and archived_at is not None
     assert await status_of(writer.context, archived) == stamped  # already archived: not re-stamped
     [_, (user, tool, action, targets, _, _)] = await audit(writer.context)
-    assert (user, tool, action, sorted(targets)) == (writer.principal.user_id, TOOL, "archive_batch", sorted([live, other]))
+    assert (user, tool, action, sorted(targets)) == (
+        writer.principal.user_id,
+        TOOL,
+        "archive_batch",
+        sorted([live, other]),
+    )
 
 
 @pytest.mark.parametrize("size", [0, 1001])
@@ -313,8 +327,12 @@ async def test_archive_batch_token_is_bound_to_the_id_list(writer: ToolCaller) -
     a, b = await thoughts(writer, 2)
     token = (await preview(writer, {"action": "archive_batch", "thought_ids": [a]})).meta["preview"]["token"]
     arguments = {"action": "archive_batch", "thought_ids": [a, b]}
-    await refused_cleanly(writer, arguments, token, 400, f"preview_token {token} was issued for other arguments — {hint('archive_batch')}")
-    await refused_cleanly(writer, arguments, None, 400, f"preview_token is required with confirm: true — {hint('archive_batch')}")
+    await refused_cleanly(
+        writer, arguments, token, 400, f"preview_token {token} was issued for other arguments — {hint('archive_batch')}"
+    )
+    await refused_cleanly(
+        writer, arguments, None, 400, f"preview_token is required with confirm: true — {hint('archive_batch')}"
+    )
 
 
 # ---------------------------------------------------------------- merge: preview
@@ -441,6 +459,7 @@ async def test_merge_transfers_edges_under_the_drop_rules(writer: ToolCaller) ->
     await link(writer, x4, s, "contradicts")
     await link(writer, t, x4, "contradicts")  # existing symmetric pair: counts
     moved = await link(writer, s, x7, "supports")  # moves: counts
+    [(moved_created,)] = await rows(writer.context, "SELECT created_at FROM edge WHERE id = :id", id=moved)
     await link(writer, x8, s, "depends_on")  # moves, direction kept: counts
     # cluster → s moves to cluster → t: counts (the cluster is the source, so the rule holds)
     answer = await run(writer, merge_args(s, t))
@@ -462,10 +481,10 @@ async def test_merge_transfers_edges_under_the_drop_rules(writer: ToolCaller) ->
         (cluster, t, "cluster"),
         (t, s, "replaces"),
     }
-    [(moved_type, moved_source)] = await rows(
-        writer.context, "SELECT type::text, source_id::text FROM edge WHERE id = :id", id=moved
+    [(moved_type, moved_source, created)] = await rows(
+        writer.context, "SELECT type::text, source_id::text, created_at FROM edge WHERE id = :id", id=moved
     )
-    assert (moved_type, moved_source) == ("supports", t)  # the edge keeps its id
+    assert (moved_type, moved_source, created) == ("supports", t, moved_created)  # keeps its id and created_at
     assert (await status_of(writer.context, s))[0] == "archived"
     assert (await status_of(writer.context, t))[0] == "active"
     [(project_id,)] = await rows(writer.context, "SELECT project_id::text FROM thought WHERE id = :id", id=t)
@@ -481,13 +500,19 @@ async def test_merge_transfers_edges_under_the_drop_rules(writer: ToolCaller) ->
 
 async def test_merge_drops_cluster_edges_a_plain_target_may_not_carry(writer: ToolCaller) -> None:
     y1, y2, plain, y3 = await thoughts(writer, 4)
-    source = (await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [y1, y2]})).item["cluster"]["id"]
-    other_cluster = (await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [y3]})).item["cluster"]["id"]
+    source = (await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [y1, y2]})).item["cluster"][
+        "id"
+    ]
+    other_cluster = (await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [y3]})).item["cluster"][
+        "id"
+    ]
     answer = await run(writer, merge_args(source, plain))
     assert answer.item["result"]["edges_transferred"] == 0
     assert await edge_set(writer.context) == {(other_cluster, y3, "cluster"), (plain, source, "replaces")}
     # a cluster target keeps them
-    second = (await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [y1, y2]})).item["cluster"]["id"]
+    second = (await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [y1, y2]})).item["cluster"][
+        "id"
+    ]
     answer = await run(writer, merge_args(second, other_cluster))
     assert answer.item["result"]["edges_transferred"] == 2
     assert {(other_cluster, y1, "cluster"), (other_cluster, y2, "cluster")} <= await edge_set(writer.context)
@@ -506,7 +531,9 @@ async def test_merge_replaces_content_and_tags_and_re_embeds(writer: ToolCaller)
 
 
 async def test_merge_cwd_picks_the_resulting_project(admin: ToolCaller) -> None:
-    home = (await admin.ok("memory_manage", {"action": "create", "name": "Merge Home", "local_path": "/srv/merge-home"})).item
+    home = (
+        await admin.ok("memory_manage", {"action": "create", "name": "Merge Home", "local_path": "/srv/merge-home"})
+    ).item
     source, target = await thoughts(admin, 2)
     result = (await run(admin, merge_args(source, target, cwd="/srv/merge-home/sub"))).item["result"]["target"]
     assert (result["project"], result["project_id"]) == ("Merge Home", home["id"])
@@ -553,7 +580,11 @@ async def test_merge_execution_re_reads_the_edges(writer: ToolCaller) -> None:
     await link(writer, y, source, "depends_on")  # added after the preview
     answer = await confirm(writer, arguments, token)
     assert answer.item["result"]["edges_transferred"] == 2
-    assert await edge_set(writer.context) == {(target, x, "supports"), (y, target, "depends_on"), (target, source, "replaces")}
+    assert await edge_set(writer.context) == {
+        (target, x, "supports"),
+        (y, target, "depends_on"),
+        (target, source, "replaces"),
+    }
 
 
 async def test_merge_token_is_bound_to_the_merged_values(writer: ToolCaller) -> None:
@@ -576,7 +607,9 @@ async def test_readers_are_refused_on_previews_too(writer: ToolCaller, reader: T
         merge_args(source, target),
         {"action": "archive", "thought_id": source, "confirm": True, "preview_token": str(uuid.uuid4())},
     ):
-        message = f"Forbidden: memory_supersede action={arguments['action']} needs the writer role; user 'reader' is a reader"
+        message = (
+            f"Forbidden: memory_supersede action={arguments['action']} needs the writer role; user 'reader' is a reader"
+        )
         assert_error(await reader(TOOL, arguments), 403, message)
     assert await snapshot(writer.context) == before
 

@@ -15,7 +15,7 @@ from app.mcp.tools.common import previewed_arguments, uuid_arg
 from app.services.clusters import ClusterService
 from app.services.previews import PreviewService
 from app.services.scope import normalize_path, resolve_read_scope
-from app.services.store import normalize_tags
+from app.services.store import check_content, normalize_tags
 
 if TYPE_CHECKING:
     from app.mcp.tools.crystallize import AutoClusterArgs, ClusterArgs, GraphArgs
@@ -64,6 +64,8 @@ async def cluster(args: ClusterArgs, ctx: CallContext) -> ToolAnswer:
     member_ids = [uuid_arg(value, f"thought_ids[{index}]") for index, value in enumerate(args.thought_ids)]
     tags = normalize_tags(args.tags)
     title = (args.title or "").strip() or None
+    if title is not None:
+        check_content(title, ctx.app.limits.content_hard, "title")
     vectors = await ctx.app.embedding.embed_passages([title]) if title else None
     profile = ctx.app.embedding.profile
     async with ctx.app.db.unit_of_work() as session:

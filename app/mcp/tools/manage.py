@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import StringConstraints
+from pydantic import Field, StringConstraints
 
 from app.db.models import Role
 from app.errors import bad_request
@@ -25,13 +25,13 @@ from app.services.projects import ProjectService
 
 TOOL = "memory_manage"
 NameStr = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]
-PathStr = Annotated[str, StringConstraints(max_length=4096)]
+PathStr = Annotated[str, StringConstraints(max_length=512)]  # ≤ 2 kB of UTF-8: fits the unique index
 DescriptionStr = Annotated[str, StringConstraints(max_length=2000)]
 
 
 class ListArgs(ActionArgs):
     action: Literal["list"]
-    fields: list[str] | None = None
+    fields: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(default=None, max_length=16)
 
 
 class CreateArgs(ActionArgs):

@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchRepository
-from app.db.repositories.thoughts import ThoughtFilter, status_filter
+from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, status_filter
 from app.db.repositories.url_links import UrlLinkRepository
 from app.errors import bad_request, not_found
 from app.mcp.envelope import Meta, collection, single
@@ -17,7 +17,7 @@ from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
 from app.services.graph import ChainStep, GraphService
 from app.services.hits import HitService
-from app.services.recall import Neighbour, RecallService
+from app.services.recall import Neighbour
 from app.services.relevance import Calibration
 from app.services.scope import ReadScope, resolve_read_scope
 from app.services.search import Hit, SearchOutcome, SearchQuery, SearchService
@@ -38,8 +38,8 @@ def calibration(ctx: CallContext) -> Calibration:
     return Calibration(unrelated, strong)
 
 
-def search_service(session: AsyncSession, ctx: CallContext) -> SearchService:
-    hits = HitService(session, ctx.app.limits.primer_threshold)
+def search_service(session: AsyncSession, ctx: CallContext, count_hits: bool = True) -> SearchService:
+    hits = HitService(session, ctx.app.limits.primer_threshold) if count_hits else None
     return SearchService(session, ctx.app.embedding, calibration(ctx), ctx.app.limits.default_min_relevance, hits)
 
 
@@ -91,7 +91,7 @@ def _filter(args: SearchArgs | ClustersArgs, scope: ReadScope, is_cluster: bool 
     )
 
 
-def _query(args: SearchArgs | ClustersArgs, where: ThoughtFilter) -> SearchQuery:
+def _query(args: SearchArgs | ClustersArgs, where: ThoughtFilter, vector: list[float] | None) -> SearchQuery:
     return SearchQuery(
         text=args.query,
         where=where,
@@ -102,6 +102,8 @@ def _query(args: SearchArgs | ClustersArgs, where: ThoughtFilter) -> SearchQuery
         recency_half_life_days=getattr(args, "recency_half_life_days", 30.0),
         supersession_mode=getattr(args, "supersession_mode", "flag"),
         contradiction_mode=getattr(args, "contradiction_mode", "flag"),
+        vector=vector,
+        embedded=True,
     )
 
 
@@ -118,9 +120,10 @@ def _meta(action: str, scope: ReadScope, outcome: SearchOutcome) -> Meta:
 async def _run_search(
     args: SearchArgs | ClustersArgs, ctx: CallContext, action: str, is_cluster: bool | None, group: bool
 ) -> ToolAnswer:
+    vector = await ctx.app.embedding.embed_query(args.query)  # before the transaction: no idle connection
     async with ctx.app.db.unit_of_work() as session:
         scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        outcome = await search_service(session, ctx).search(_query(args, _filter(args, scope, is_cluster)))
+        outcome = await search_service(session, ctx).search(_query(args, _filter(args, scope, is_cluster), vector))
         ids = [hit.thought.id for hit in outcome.hits]
         links = await _links(session, args, ids)
         clusters = await SearchRepository(session).clusters_of(ids) if group else {}
@@ -186,19 +189,20 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
     max_edges = args.max_degree or ctx.app.limits.graph_max_degree
     scope: ReadScope | None = None
     degraded = False
+    vector = await ctx.app.embedding.embed_query(args.query) if args.query is not None else None
     async with ctx.app.db.unit_of_work() as session:
         if args.thought_id is not None:
-            hits = HitService(session, ctx.app.limits.primer_threshold)
-            thought = (
-                await RecallService(session, hits).get(uuid_arg(args.thought_id, "thought_id"), False, 0)
-            ).thought
+            thought_id = uuid_arg(args.thought_id, "thought_id")
+            found = await ThoughtRepository(session).get(thought_id)
+            if found is None:
+                raise not_found(f"Thought {thought_id} not found")
+            thought = found
         else:
             scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
             where = ThoughtFilter(scope.project.id if scope.project else None, status_filter("active"))
             gate = args.min_relevance if args.min_relevance is not None else 0.0
-            outcome = await search_service(session, ctx).search(
-                SearchQuery(args.query or "", where, 1, min_relevance=gate)
-            )
+            query = SearchQuery(args.query or "", where, 1, min_relevance=gate, vector=vector, embedded=True)
+            outcome = await search_service(session, ctx, count_hits=False).search(query)
             degraded = outcome.degraded
             if not outcome.hits:
                 meta = Meta(
@@ -212,7 +216,8 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
             thought = outcome.hits[0].thought
         upstream, downstream = await GraphService(session).neighbourhood(thought.id, max_edges)
         neighbours = [n.thought.id for n in [*upstream, *downstream]]
-        await HitService(session, ctx.app.limits.primer_threshold).record(neighbours)  # the best match counted already
+        # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
+        await HitService(session, ctx.app.limits.primer_threshold).record([thought.id, *neighbours])
         links = await _links(session, args, [thought.id, *neighbours])
     shape = _shaper(args, links)
     item = {

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from app.db.models import Role
 from app.db.repositories.projects import ProjectRepository
@@ -18,16 +18,17 @@ from app.services.scope import normalize_path
 from app.services.store import check_content
 
 TOOL = "memory_reflect"
+GoalStr = Annotated[str, StringConstraints(max_length=500)]
 StatusFilter = Literal["draft", "active", "archived", "all"]
 
 
 class ReflectArgs(CwdArgs):
     action: Literal["reflect"]
-    summary: str | None = None
-    goals_add: list[str] | None = None
-    goals_remove: list[str] | None = None
-    decisions: list[str] | None = None
-    pending: list[str] | None = None
+    summary: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    goals_add: list[GoalStr] | None = Field(default=None, max_length=100)
+    goals_remove: list[GoalStr] | None = Field(default=None, max_length=100)
+    decisions: list[str] | None = Field(default=None, max_length=100)
+    pending: list[str] | None = Field(default=None, max_length=100)
     wake_days: int = Field(default=7, ge=1, le=365)
 
 

@@ -23,7 +23,7 @@ TOOL = "retention_review"
 
 class ListArgs(ShapeArgs):
     action: Literal["list"]
-    min_age_days: float | None = Field(default=None, gt=0)
+    min_age_days: float | None = Field(default=None, gt=0, le=36_500)
     importance_floor: float | None = Field(default=None, ge=0, le=1)
     limit: int | None = Field(default=None, ge=1, le=100)
     offset: int = Field(default=0, ge=0)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from app.db.models import Role
 from app.mcp.registry import Action, ActionArgs, ToolSpec
@@ -38,7 +38,7 @@ class HealthArgs(ActionArgs):
 class ProposeArgs(CwdArgs, ShapeArgs):
     action: Literal["propose"]
     thought_id: IdStr | None = None
-    content: str | None = None
+    content: Annotated[str, StringConstraints(max_length=720)] | None = None
     include_signals: bool = False
     max_edges: int | None = Field(default=None, ge=1, le=100)
 

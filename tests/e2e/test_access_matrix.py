@@ -1,0 +1,678 @@
+"""Access control over real HTTP: every action of the 11 tools × every kind of caller, and the HTTP guards.
+
+The matrix is built from app.mcp.tools.catalog.ALL_SPECS, so a new action cannot be left out, and checked
+against the explicit EXPECTED_ROLE table, so loosening a role (or adding an action without deciding its
+role) fails here. Callers: no token, a revoked token, reader, writer, admin, and — for each token-gated
+confirm — a second user of the same role holding the first one's preview token.
+
+Also: DNS-rebinding protection (Host → 421, Origin → 403, configured hosts/origins pass, on every route
+but /health), the request body limit (413, nothing written), per-token rate limiting (retryable 503, other
+tokens unaffected), /metrics (token required, Prometheus text, no thought content, no client-chosen labels)
+and /api/health-check/fix (admin only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import uvicorn
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
+from sqlalchemy import text
+
+from app.cli import cmd_serve
+from app.config import Settings
+from app.db.engine import Database
+from app.db.models import Base, Role
+from app.embedding.profiles import OFFLINE_MINILM
+from app.main import build_context, create_http_app
+from app.mcp.tools.catalog import ALL_SPECS
+from app.observability import REGISTRY
+from app.services.auth import AuthService
+from app.services.context import AppContext
+from tests.conftest import MODEL_CACHE, make_user
+from tests.helpers import ToolCaller
+
+# ---------------------------------------------------------------- the expected table
+
+R, W, A = Role.reader, Role.writer, Role.admin
+EXPECTED_ROLE: dict[tuple[str, str], Role] = {
+    ("memory_recall", "search"): R,
+    ("memory_recall", "get"): R,
+    ("memory_recall", "context"): R,
+    ("memory_recall", "chain"): R,
+    ("memory_recall", "clusters"): R,
+    ("memory_recall", "list"): R,
+    ("memory_store", "create"): W,
+    ("memory_store", "update"): W,
+    ("memory_store", "link"): W,
+    ("memory_store", "link_batch"): W,
+    ("memory_store", "unlink"): W,
+    ("memory_store", "unlink_batch"): W,
+    ("memory_store", "retype"): W,
+    ("memory_store", "bulk_create"): W,
+    ("memory_supersede", "archive"): W,
+    ("memory_supersede", "archive_batch"): W,
+    ("memory_supersede", "merge"): W,
+    ("memory_status", "slots"): R,
+    ("memory_status", "frontier"): R,
+    ("memory_status", "config"): R,
+    ("memory_status", "health"): R,
+    ("memory_status", "propose"): R,
+    ("memory_manage", "list"): R,
+    ("memory_manage", "create"): W,
+    ("memory_manage", "update"): A,
+    ("memory_manage", "delete"): A,
+    ("memory_manage", "resolve"): R,
+    ("edge_review", "enqueue"): W,
+    ("edge_review", "list"): R,
+    ("edge_review", "apply"): W,
+    ("edge_review", "apply_batch"): W,
+    ("edge_review", "rollback"): W,
+    ("edge_review", "reject"): W,
+    ("retention_review", "list"): R,
+    ("retention_review", "protect"): W,
+    ("retention_review", "delete"): W,
+    ("retention_review", "compact"): W,
+    ("memory_crystallize", "graph"): R,
+    ("memory_crystallize", "cluster"): W,
+    ("memory_crystallize", "auto_cluster"): W,
+    ("memory_reflect", "reflect"): W,
+    ("memory_reflect", "timeline"): R,
+    ("memory_primers", "list"): R,
+    ("memory_primers", "delete"): W,
+    ("memory_guide", ""): R,
+}
+# Destructive actions whose confirm needs a preview token (mcp-tools.md, v0.19 migration note 3).
+TOKEN_GATED = {
+    ("memory_store", "unlink"),
+    ("memory_store", "retype"),
+    ("memory_supersede", "archive"),
+    ("memory_supersede", "archive_batch"),
+    ("memory_supersede", "merge"),
+    ("memory_manage", "delete"),
+    ("edge_review", "apply"),
+    ("edge_review", "apply_batch"),
+    ("edge_review", "rollback"),
+    ("memory_primers", "delete"),
+    ("memory_crystallize", "auto_cluster"),
+    ("retention_review", "delete"),
+}
+RANK = {Role.reader: 0, Role.writer: 1, Role.admin: 2}
+CATALOG = [(spec.name, action.name, action.role) for spec in ALL_SPECS for action in spec.actions]
+
+
+def test_the_catalog_roles_are_exactly_the_expected_table() -> None:
+    """A loosened role, or a new action nobody decided a role for, fails here."""
+    assert {(tool, action): role for tool, action, role in CATALOG} == EXPECTED_ROLE
+    gated = {
+        (spec.name, action.name)
+        for spec in ALL_SPECS
+        for action in spec.actions
+        if "preview_token" in action.model.model_fields
+    }
+    assert gated == TOKEN_GATED
+
+
+# ---------------------------------------------------------------- the server
+
+
+class QuietServer(uvicorn.Server):
+    """A uvicorn server that leaves the test runner's signal handlers alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass(frozen=True)
+class Served:
+    base_url: str
+    port: int
+    database: Database
+    context: AppContext  # the server's context on the test's engine: direct set-up and state checks
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+    async def token_for(self, name: str, role: Role) -> str:
+        async with self.database.unit_of_work() as session:
+            token, _ = await AuthService(session).create_token(name, role, "matrix")
+        return token
+
+    async def revoked_token(self, name: str) -> str:
+        token = await self.token_for(name, Role.admin)
+        async with self.database.unit_of_work() as session:
+            auth = AuthService(session)
+            [row] = [row for row in await auth.list_tokens() if row.user_name == name]
+            await auth.revoke(str(row.id))
+        return token
+
+
+@asynccontextmanager
+async def serve(database_url: str, database: Database, data_dir: Path, **overrides: Any) -> AsyncIterator[Served]:
+    """`create_http_app` under uvicorn on a free loopback port, with these settings overrides."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    values: dict[str, Any] = {
+        "auth": {"mode": "token"},
+        "database_url": database_url,
+        "embedding": {"model": OFFLINE_MINILM, "cache_dir": MODEL_CACHE},
+        "data_dir": data_dir,
+        "port": port,
+        "pool_size": 2,
+        "jobs": {"enabled": False},  # no background writes between a refused call and its state check
+        **overrides,
+    }
+    settings = Settings(_env_file=None, **values)
+    context = build_context(settings, database_url)
+    app = create_http_app(settings, context)
+    server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[listener]))
+    try:
+        async with asyncio.timeout(30):
+            while not server.started:
+                if task.done():
+                    task.result()
+                    raise RuntimeError("uvicorn stopped before it started")
+                await asyncio.sleep(0.02)
+        assert await context.embedding.wait_ready(30), context.embedding.note
+        yield Served(f"http://127.0.0.1:{port}", port, database, dataclasses.replace(context, db=database))
+    finally:
+        server.should_exit = True
+        try:
+            await asyncio.wait_for(task, 15)
+        except TimeoutError:
+            server.force_exit = True
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        listener.close()
+
+
+@asynccontextmanager
+async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def rpc(tool: str, arguments: dict[str, Any], request_id: int = 1) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+
+
+TABLES = [table.name for table in Base.metadata.sorted_tables]
+STATE_SQL = text(
+    "SELECT "
+    + ", ".join(
+        f"(SELECT count(*) || '/' || coalesce(max(xmin::text::bigint), 0) FROM {table}) AS {table}" for table in TABLES
+    )
+)
+
+
+async def state(database: Database) -> dict[str, str]:
+    """Row count and newest row version of every table: any insert, update or delete changes it."""
+    async with database.unit_of_work() as session:
+        return dict((await session.execute(STATE_SQL)).mappings().one())
+
+
+def tool_calls_total() -> float:
+    """Every tool call the process has dispatched (the metric `dispatch` keeps)."""
+    return sum(
+        sample.value
+        for metric in REGISTRY.collect()
+        if metric.name == "synaptomind_tool_calls"
+        for sample in metric.samples
+        if sample.name == "synaptomind_tool_calls_total"
+    )
+
+
+def text_of(result: CallToolResult) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+# ---------------------------------------------------------------- fresh targets for every cell
+
+SUBJECT = "The billing service retries failed card payments three times"
+NEIGHBOURS = [
+    "The billing service retries a failed card payment three times before giving up",
+    "Card payments that fail get three retries in the billing service",
+]
+
+
+class Fixtures:
+    """Builds, directly through `dispatch` as an admin, what each matrix cell acts on (fresh every time)."""
+
+    def __init__(self, admin: ToolCaller) -> None:
+        self.admin = admin
+        self.serial = 0
+
+    def unique(self, stem: str) -> str:
+        self.serial += 1
+        return f"{stem}-{self.serial}-{uuid.uuid4().hex[:6]}"
+
+    async def thought(self, content: str | None = None, cwd: str | None = None, status: str | None = None) -> str:
+        arguments: dict[str, Any] = {"action": "create", "content": content or self.unique("matrix thought")}
+        if cwd:
+            arguments["cwd"] = cwd
+        if status:
+            arguments["status"] = status
+        return str((await self.admin.ok("memory_store", arguments)).item["id"])
+
+    async def edge(self) -> str:
+        source, target = await self.thought(), await self.thought()
+        answer = await self.admin.ok("memory_store", {"action": "link", "source_id": source, "target_id": target})
+        return str(answer.item["id"])
+
+    async def project(self) -> tuple[str, str]:
+        name = self.unique("Matrix")
+        path = f"/srv/{name.lower()}"
+        answer = await self.admin.ok("memory_manage", {"action": "create", "name": name, "local_path": path})
+        return str(answer.item["id"]), path
+
+    async def proposals(self) -> list[str]:
+        """A project with a subject and two close neighbours: two pending placement proposals."""
+        _, path = await self.project()
+        for content in NEIGHBOURS:
+            await self.thought(content, path)
+        subject = await self.thought(SUBJECT, path)
+        await self.admin.ok("edge_review", {"action": "enqueue", "thought_id": subject})
+        listed = await self.admin.ok("edge_review", {"action": "list", "cwd": path, "status": "pending"})
+        ids = [str(row["id"]) for row in listed.items]
+        assert ids, "no placement proposals to act on"
+        return ids
+
+    async def run_id(self) -> str:
+        proposal = (await self.proposals())[0]
+        preview = await self.admin.ok("edge_review", {"action": "apply", "proposal_id": proposal})
+        token = preview.meta["preview"]["token"]
+        applied = await self.admin.ok(
+            "edge_review", {"action": "apply", "proposal_id": proposal, "confirm": True, "preview_token": token}
+        )
+        return str(applied.item["run_id"])
+
+    async def primer(self) -> str:
+        thought = await self.thought()
+        for _ in range(6):
+            await self.admin.ok("memory_recall", {"action": "get", "thought_id": thought})
+        primers = await self.admin.ok("memory_primers", {"action": "list"})
+        [row] = [row for row in primers.items if str(row.get("thought_id")) == thought]
+        return str(row.get("id") or row.get("primer_id"))
+
+    async def arguments(self, tool: str, action: str) -> dict[str, Any]:
+        """Arguments with which `tool action` succeeds for a caller holding its role (previews for gated ones)."""
+        call: dict[str, Any] = {"action": action} if action else {}
+        match (tool, action):
+            case ("memory_recall", "search" | "context" | "clusters"):
+                call["query"] = "matrix thought"
+            case ("memory_recall", "get" | "chain"):
+                call["thought_id"] = await self.thought()
+            case ("memory_store", "create"):
+                call["content"] = self.unique("created by the matrix")
+            case ("memory_store", "update"):
+                call.update(thought_id=await self.thought(), content=self.unique("updated by the matrix"))
+            case ("memory_store", "link"):
+                call.update(source_id=await self.thought(), target_id=await self.thought())
+            case ("memory_store", "link_batch"):
+                call["links"] = [{"source": await self.thought(), "target": await self.thought()}]
+            case ("memory_store", "unlink"):
+                call["edge_id"] = await self.edge()
+            case ("memory_store", "unlink_batch"):
+                call["edge_ids"] = [await self.edge()]
+            case ("memory_store", "retype"):
+                call.update(edge_id=await self.edge(), new_type="supports")
+            case ("memory_store", "bulk_create"):
+                call["thoughts"] = [{"content": self.unique("bulk by the matrix")}]
+            case ("memory_supersede", "archive"):
+                call["thought_id"] = await self.thought()
+            case ("memory_supersede", "archive_batch"):
+                call["thought_ids"] = [await self.thought(), await self.thought()]
+            case ("memory_supersede", "merge"):
+                call.update(source_id=await self.thought(), target_id=await self.thought())
+            case ("memory_status", "propose"):
+                call["content"] = "where does a matrix thought go"
+            case ("memory_manage", "create"):
+                call["name"] = self.unique("Created")
+            case ("memory_manage", "update"):
+                call.update(project_id=(await self.project())[0], description="updated by the matrix")
+            case ("memory_manage", "delete"):
+                call["project_id"] = (await self.project())[0]
+            case ("memory_manage", "resolve"):
+                call["cwd"] = (await self.project())[1] + "/src"
+            case ("edge_review", "enqueue"):
+                call["thought_id"] = await self.thought()
+            case ("edge_review", "apply" | "reject"):
+                call["proposal_id"] = (await self.proposals())[0]
+            case ("edge_review", "apply_batch"):
+                call["proposal_ids"] = await self.proposals()
+            case ("edge_review", "rollback"):
+                call["run_id"] = await self.run_id()
+            case ("retention_review", "protect"):
+                call["thought_id"] = await self.thought()
+            case ("retention_review", "delete"):  # only draft or archived thoughts can be deleted
+                call["thought_id"] = await self.thought(status="draft")
+            case ("retention_review", "compact"):
+                call.update(source_ids=[await self.thought()], summary={"content": self.unique("summary")})
+            case ("memory_crystallize", "cluster"):
+                call.update(thought_ids=[await self.thought(), await self.thought()], title=self.unique("Cluster"))
+            case ("memory_reflect", "reflect"):
+                call["summary"] = self.unique("a session summary")
+            case ("memory_primers", "delete"):
+                call["primer_id"] = await self.primer()
+        return call
+
+
+# ---------------------------------------------------------------- the matrix
+
+
+@pytest.fixture
+async def served(database_url: str, clean_database: Database, tmp_path: Path) -> AsyncIterator[Served]:
+    async with serve(database_url, clean_database, tmp_path) as running:
+        yield running
+
+
+@dataclass
+class Cell:
+    tool: str
+    action: str
+    caller: str
+    outcome: str  # "ok", "401", "403", "refused: another user's token"
+
+
+async def test_every_action_for_every_caller(served: Served) -> None:
+    admin = ToolCaller(served.context, await make_user(served.context, "setup-admin", Role.admin))
+    fixtures = Fixtures(admin)
+    tokens = {
+        "reader": await served.token_for("rita", Role.reader),
+        "writer": await served.token_for("walt", Role.writer),
+        "admin": await served.token_for("ada", Role.admin),
+        "writer2": await served.token_for("wendy", Role.writer),
+        "admin2": await served.token_for("alan", Role.admin),
+    }
+    revoked = await served.revoked_token("gone")
+    cells: list[Cell] = []
+
+    # no token and a revoked token: 401 before any tool runs, for every action
+    prepared = [(tool, action, await fixtures.arguments(tool, action)) for tool, action, _ in CATALOG]
+    calls_before = tool_calls_total()
+    async with httpx2.AsyncClient(base_url=served.base_url, timeout=30) as http:
+        for tool, action, arguments in prepared:
+            for caller, headers in (("no token", MCP_HEADERS), ("revoked", bearer(revoked))):
+                snapshot = await state(served.database)
+                answer = await http.post("/mcp", json=rpc(tool, arguments), headers=headers)
+                assert answer.status_code == 401, (tool, action, caller, answer.text)
+                assert answer.headers["www-authenticate"] == 'Bearer realm="synaptomind"'
+                assert await state(served.database) == snapshot, (tool, action, caller)
+                cells.append(Cell(tool, action, caller, "401"))
+    assert tool_calls_total() == calls_before, "a tool ran for an unauthenticated request"
+
+    async with AsyncExitStack() as stack:
+        sessions = {
+            name: await stack.enter_async_context(mcp_session(served.mcp_url, token)) for name, token in tokens.items()
+        }
+        for caller, role in (("reader", Role.reader), ("writer", Role.writer), ("admin", Role.admin)):
+            user = {"reader": "rita", "writer": "walt", "admin": "ada"}[caller]
+            for tool, action, needed in CATALOG:
+                arguments = await fixtures.arguments(tool, action)
+                snapshot = await state(served.database)
+                result = await sessions[caller].call_tool(tool, arguments)
+                body = text_of(result)
+                if RANK[role] >= RANK[EXPECTED_ROLE[(tool, action)]]:
+                    assert not result.is_error, (tool, action, caller, body)
+                    assert result.structured_content is not None
+                    cells.append(Cell(tool, action, caller, "ok"))
+                    continue
+                call = f"{tool} action={action}" if action else tool
+                message = f"Forbidden: {call} needs the {needed.value} role; user '{user}' is a {role.value}"
+                assert result.is_error and body == message, (tool, action, caller, body)
+                assert result.structured_content == {
+                    "result": {"error": {"message": message, "statusCode": 403, "retryable": False}}
+                }
+                assert await state(served.database) == snapshot, f"refused {tool} {action} for {caller} wrote"
+                cells.append(Cell(tool, action, caller, "403"))
+
+        # another user's preview token (same role as the owner, so only the binding can refuse it)
+        for tool, action, needed in CATALOG:
+            if (tool, action) not in TOKEN_GATED:
+                continue
+            owner, intruder = ("admin", "admin2") if needed is Role.admin else ("writer", "writer2")
+            arguments = await fixtures.arguments(tool, action)
+            preview = await sessions[owner].call_tool(tool, arguments)
+            assert not preview.is_error, (tool, action, text_of(preview))
+            assert preview.structured_content is not None
+            token = preview.structured_content["result"]["meta"]["preview"]["token"]
+            assert token, (tool, action)
+            snapshot = await state(served.database)
+            stolen = await sessions[intruder].call_tool(tool, {**arguments, "confirm": True, "preview_token": token})
+            body = text_of(stolen)
+            assert stolen.is_error and f"preview_token {token} was issued to another user" in body, (tool, action, body)
+            assert stolen.structured_content is not None
+            assert stolen.structured_content["result"]["error"]["statusCode"] == 400
+            assert await state(served.database) == snapshot, f"a confirm with a stolen token wrote: {tool} {action}"
+            cells.append(Cell(tool, action, f"{intruder} with {owner}'s token", "refused: another user's token"))
+            # the owner's token was not spent by the refusal
+            owned = await sessions[owner].call_tool(tool, {**arguments, "confirm": True, "preview_token": token})
+            assert not owned.is_error, (tool, action, text_of(owned))
+
+    actions = len(CATALOG)
+    assert len(cells) == actions * 5 + len(TOKEN_GATED), len(cells)
+    assert actions == len(EXPECTED_ROLE) == 45
+
+
+# ---------------------------------------------------------------- DNS rebinding
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "matrix", "version": "1"}},
+}
+
+
+async def test_dns_rebinding_protection_with_configured_hosts_and_origins(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    overrides = {
+        "http": {"allowed_hosts": ["memory.example:8765"], "allowed_origins": ["https://memory.example"]},
+    }
+    async with serve(database_url, clean_database, tmp_path, **overrides) as running:
+        token = await running.token_for("ada", Role.admin)
+        auth = {"Authorization": f"Bearer {token}"}
+        port = running.port
+        async with httpx2.AsyncClient(base_url=running.base_url, timeout=10) as http:
+            for host in ("evil.example", f"evil.example:{port}", "memory.example", "memory.example:80"):
+                refused = await http.post("/mcp", json=INITIALIZE, headers={**bearer(token), "Host": host})
+                assert (refused.status_code, refused.text) == (421, "Invalid Host header"), host
+            for origin in ("http://evil.example", "https://memory.example.evil", "null"):
+                refused = await http.post("/mcp", json=INITIALIZE, headers={**bearer(token), "Origin": origin})
+                assert (refused.status_code, refused.text) == (403, "Invalid Origin header"), origin
+            for headers in (
+                {"Host": "memory.example:8765"},
+                {"Origin": "https://memory.example"},
+                {"Host": "memory.example:8765", "Origin": "https://memory.example"},
+                {"Host": f"localhost:{port}", "Origin": f"http://127.0.0.1:{port}"},
+            ):
+                allowed = await http.post("/mcp", json=INITIALIZE, headers={**bearer(token), **headers})
+                assert allowed.status_code == 200, (headers, allowed.text)
+                assert allowed.json()["result"]["serverInfo"]["name"] == "synaptomind"
+            # the operational routes are behind the same check (a rebinding page must not read or fix them)
+            for method, path in (("GET", "/api/health-check"), ("POST", "/api/health-check/fix"), ("GET", "/metrics")):
+                evil_host = await http.request(method, path, headers={**auth, "Host": f"evil.example:{port}"})
+                assert evil_host.status_code == 421, (method, path, evil_host.text)
+                evil_origin = await http.request(method, path, headers={**auth, "Origin": "http://evil.example"})
+                assert evil_origin.status_code == 403, (method, path, evil_origin.text)
+            good = await http.get("/api/health-check", headers={**auth, "Host": "memory.example:8765"})
+            assert good.status_code == 200, good.text
+            # /health stays open to any Host: load balancers and container probes address it by IP
+            probe = await http.get("/health", headers={"Host": "10.0.0.7:8765"})
+            assert probe.status_code == 200
+    async with clean_database.unit_of_work() as session:
+        assert (await session.execute(text("SELECT count(*) FROM audit_event"))).scalar_one() == 0
+
+
+async def test_auth_mode_none_still_refuses_a_rebinding_host(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    """Without tokens (loopback only) the Host/Origin check is the only guard against a rebinding web page."""
+    async with serve(database_url, clean_database, tmp_path, auth={"mode": "none"}) as running:
+        port = running.port
+        async with httpx2.AsyncClient(base_url=running.base_url, timeout=10) as http:
+            evil = {"Host": f"evil.example:{port}"}
+            assert (await http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **evil})).status_code == 421
+            assert (await http.post("/api/health-check/fix", headers=evil)).status_code == 421
+            assert (await http.get("/api/health-check", headers=evil)).status_code == 421
+            assert (await http.get("/metrics", headers={"Origin": "http://evil.example"})).status_code == 403
+            assert (await http.get("/api/health-check")).status_code == 200
+    async with clean_database.unit_of_work() as session:
+        assert (await session.execute(text("SELECT count(*) FROM audit_event"))).scalar_one() == 0
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "memory.example"])
+def test_auth_mode_none_is_refused_off_loopback(host: str, tmp_path: Path) -> None:
+    """`serve` refuses to run without tokens unless it binds to loopback (before opening any database)."""
+    settings = Settings(_env_file=None, auth={"mode": "none"}, data_dir=tmp_path / "never-created")
+    with pytest.raises(SystemExit, match="SYNAPTO_AUTH__MODE=none is refused unless the server binds to loopback"):
+        cmd_serve(argparse.Namespace(host=host, port=None), settings)
+    assert not (tmp_path / "never-created").exists()
+
+
+# ---------------------------------------------------------------- request size limit
+
+
+async def test_a_body_above_the_limit_is_refused_with_413_and_nothing_is_written(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    limit = 4096
+    async with serve(database_url, clean_database, tmp_path, http={"max_body_bytes": limit}) as running:
+        token = await running.token_for("walt", Role.writer)
+        before = await state(running.database)
+        big = rpc("memory_store", {"action": "bulk_create", "thoughts": [{"content": "x" * 500}] * 20})
+        assert len(json.dumps(big)) > limit
+        async with httpx2.AsyncClient(base_url=running.base_url, timeout=10) as http:
+            declared = await http.post("/mcp", json=big, headers=bearer(token))
+            assert (declared.status_code, declared.text) == (413, "Request body too large")
+
+            async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the limit counts streamed bytes
+                data = json.dumps(big).encode()
+                for start in range(0, len(data), 1000):
+                    yield data[start : start + 1000]
+
+            streamed = await http.post("/mcp", content=chunks(), headers=bearer(token))
+            assert (streamed.status_code, streamed.text) == (413, "Request body too large")
+            assert await state(running.database) == before
+            small = await http.post(
+                "/mcp", json=rpc("memory_store", {"action": "create", "content": "fits"}), headers=bearer(token)
+            )
+            assert small.status_code == 200, small.text
+            assert small.json()["result"]["isError"] is False
+        async with running.database.unit_of_work() as session:
+            assert (await session.execute(text("SELECT count(*) FROM thought"))).scalar_one() == 1
+
+
+# ---------------------------------------------------------------- per-token rate limiting
+
+
+async def test_the_rate_limit_is_per_token_and_answers_a_retryable_503(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    async with serve(database_url, clean_database, tmp_path, rate_limit={"per_minute": 5}) as running:
+        first = await running.token_for("walt", Role.writer)
+        second = await running.token_for("wendy", Role.writer)
+        async with mcp_session(running.mcp_url, first) as session:
+            answers = [await session.call_tool("memory_manage", {"action": "list"}) for _ in range(5)]
+            assert not any(answer.is_error for answer in answers), [text_of(answer) for answer in answers]
+            before = await state(running.database)
+            limited = await session.call_tool("memory_store", {"action": "create", "content": "over the limit"})
+            assert await state(running.database) == before
+        assert limited.is_error is True
+        assert limited.structured_content is not None
+        error = limited.structured_content["result"]["error"]
+        assert (error["statusCode"], error["retryable"]) == (503, True)
+        assert text_of(limited) == error["message"]
+        assert error["message"].startswith("Rate limit exceeded for this token (5 calls/minute); retry in ")
+        async with mcp_session(running.mcp_url, second) as other:
+            unaffected = await other.call_tool("memory_store", {"action": "create", "content": "another token"})
+        assert not unaffected.is_error, text_of(unaffected)
+
+
+# ---------------------------------------------------------------- /metrics and /api/health-check/fix
+
+
+async def test_metrics_need_a_token_and_carry_no_thought_content(served: Served) -> None:
+    writer = await served.token_for("walt", Role.writer)
+    reader = await served.token_for("rita", Role.reader)
+    secret = f"secret-thought-{uuid.uuid4().hex}"
+    async with mcp_session(served.mcp_url, writer) as session:
+        created = await session.call_tool(
+            "memory_store", {"action": "create", "content": secret, "tags": [secret[:40]]}
+        )
+        assert not created.is_error, text_of(created)
+        await session.call_tool("memory_recall", {"action": "search", "query": secret})
+        # a client-chosen action name must not become a metric label (no content, no unbounded label set)
+        unknown = await session.call_tool("memory_recall", {"action": secret})
+        assert unknown.is_error
+    async with httpx2.AsyncClient(base_url=served.base_url, timeout=10) as http:
+        assert (await http.get("/metrics")).status_code == 401
+        assert (await http.get("/metrics", headers={"Authorization": "Bearer smt_wrong"})).status_code == 401
+        answer = await http.get("/metrics", headers={"Authorization": f"Bearer {reader}"})
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain")
+    body = answer.text
+    assert "# TYPE synaptomind_tool_calls_total counter" in body
+    assert 'synaptomind_tool_calls_total{action="create",outcome="ok",tool="memory_store"}' in body
+    assert "synaptomind_tool_latency_seconds_bucket" in body
+    assert secret not in body and secret[:20] not in body
+    assert 'synaptomind_tool_calls_total{action="unknown",outcome="400",tool="memory_recall"}' in body
+
+
+async def test_the_health_check_fix_is_admin_only(served: Served) -> None:
+    tokens = {role: await served.token_for(f"user-{role.value}", role) for role in Role}
+    async with httpx2.AsyncClient(base_url=served.base_url, timeout=30) as http:
+        assert (await http.post("/api/health-check/fix")).status_code == 401
+        for role in (Role.reader, Role.writer):
+            before = await state(served.database)
+            refused = await http.post("/api/health-check/fix", headers={"Authorization": f"Bearer {tokens[role]}"})
+            assert refused.status_code == 403, (role, refused.text)
+            assert refused.json() == {"error": "Forbidden: the safe autofixes need the admin role"}
+            assert await state(served.database) == before
+            report = await http.get("/api/health-check", headers={"Authorization": f"Bearer {tokens[role]}"})
+            assert report.status_code == 200, report.text
+        fixed = await http.post("/api/health-check/fix", headers={"Authorization": f"Bearer {tokens[Role.admin]}"})
+    assert fixed.status_code == 200, fixed.text
+    assert "fixed" in fixed.json()
+    async with served.database.unit_of_work() as session:
+        events = (await session.execute(text("SELECT tool, action FROM audit_event"))).all()
+    assert [tuple(event) for event in events] == [("api", "health_fix")]
