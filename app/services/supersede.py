@@ -139,6 +139,9 @@ class SupersedeService:
         if plan.reason:
             raise conflict(f"Merge refused: {plan.reason}")
         source, target = plan.source, plan.target
+        if values:  # first, so every moved edge takes the project of its (possibly moved) source thought
+            await self.thoughts.update_fields(target.id, values)
+        project_id = values.get("project_id", target.project_id)
         edges = EdgeService(self.session, self.principal)
         transferred = 0
         for edge in plan.source_edges:
@@ -146,14 +149,12 @@ class SupersedeService:
             await edges.lock_pair(target.id, other)
             if await self._transfer(edge, other, source, target, edges):
                 transferred += 1
-        if values:
-            await self.thoughts.update_fields(target.id, values)
         if source.status != ThoughtStatus.archived:
             await self._archive_rows([source.id])
         await self.session.execute(
             insert(Edge).values(
                 id=new_id(),
-                project_id=target.project_id,
+                project_id=project_id,
                 source_id=target.id,
                 target_id=source.id,
                 type=EdgeType.replaces,
@@ -165,7 +166,7 @@ class SupersedeService:
             "memory_supersede",
             "merge",
             [source.id, target.id],
-            target.project_id,
+            project_id,
             {"edges_transferred": transferred},
         )
         merged = await self.thoughts.get(target.id)
@@ -196,7 +197,7 @@ class SupersedeService:
         await self.session.execute(
             insert(Edge).values(
                 id=edge.id,
-                project_id=target.project_id,
+                project_id=select(Thought.project_id).where(Thought.id == new_source).scalar_subquery(),
                 source_id=new_source,
                 target_id=new_target,
                 type=edge.type,
