@@ -78,6 +78,7 @@ MODES = (
     Mode("hybrid", False, {"hybrid": True}),
     # diagnostics: what the standing re-order costs, and the default call (gate on, min_relevance omitted)
     Mode("hybrid_standing_off", False, {"supersession_mode": "off", "contradiction_mode": "off"}, True),
+    Mode("vector_default_gate", False, {"hybrid": False, "min_relevance": None}, True),
     Mode("hybrid_default_gate", False, {"min_relevance": None}, True),
 )
 
