@@ -396,8 +396,9 @@ def model_cache_dir() -> Path:
     return Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", DEFAULT_CACHE_DIR)).expanduser()
 
 
-async def offline_runtime() -> EmbeddingRuntime:
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir()))
+async def offline_runtime(threads: int | None = None) -> EmbeddingRuntime:
+    config = EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir(), threads=threads)
+    runtime = EmbeddingRuntime(config)
     await runtime.load()
     if not runtime.available or runtime.profile is None or runtime.profile.model_id != OFFLINE_MINILM:
         raise SystemExit(f"offline model not loadable: {runtime.note} (run `make model`)")

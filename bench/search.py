@@ -291,7 +291,7 @@ def start_server(port: int, env: dict[str, str], log_path: Path) -> subprocess.P
 
 
 @asynccontextmanager
-async def http_server(url: str, work_dir: Path, meter: CpuMeter) -> AsyncIterator[str]:
+async def http_server(url: str, work_dir: Path, meter: CpuMeter, threads: int | None) -> AsyncIterator[str]:
     """`python -m app serve` (create_http_app under uvicorn) on a free loopback port; yields the /mcp URL."""
     port = free_port()
     env = {
@@ -304,6 +304,8 @@ async def http_server(url: str, work_dir: Path, meter: CpuMeter) -> AsyncIterato
         "SYNAPTO_JOBS__ENABLED": "false",
         "SYNAPTO_LOG_LEVEL": "WARNING",
     }
+    if threads is not None:
+        env["SYNAPTO_EMBEDDING__THREADS"] = str(threads)
     server = start_server(port, env, work_dir / "server.log")
     meter.server_pid = server.pid
     base = f"http://127.0.0.1:{port}"
@@ -511,7 +513,7 @@ class Setup:
 
 
 async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
-    inner = await offline_runtime()
+    inner = await offline_runtime(args.embed_threads)
     assert inner.embedder is not None
     timed = TimedEmbedder(inner.embedder)
     runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir()))
@@ -554,6 +556,7 @@ async def http_section(setup: Setup, mcp_url: str, args: argparse.Namespace, met
     await run_http(mcp_url, setup.token, warm, 1)
     plan = [(name, clients) for name in ("hybrid", "vector", "id") for clients in args.clients]
     plan += [("hybrid_all", 1), ("hybrid_small", 1)]
+    plan = [(name, clients) for name, clients in plan if not args.modes or name in args.modes]
     for name, clients in plan:
         mode = MODES[name]
         calls = arguments_for(mode, setup.queries, setup.small, setup.ids)
@@ -807,18 +810,24 @@ async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path)
         "queries": args.queries,
         "recall_queries": args.recall_queries,
         "load_start": [round(x, 2) for x in os.getloadavg()],
+        "server_embedding_threads": args.embed_threads,
     }
     print(json.dumps(info, indent=1), flush=True)
     results: dict[str, Any] = {"info": info}
     try:
-        if not args.skip_http:
-            async with http_server(dataset.url, work_dir, meter) as mcp_url:
-                results["http"] = await http_section(setup, mcp_url, args, meter)
-                before = meter.snapshot()
-                results["breakdown"] = await breakdown_section(setup, mcp_url)
-                results["breakdown"]["machine"] = meter.since(before)
-        results["recall"] = await recall_section(setup, args.ef)
-        results["full_pages"] = await full_page_section(setup, dataset.url)
+        sections = set(args.sections)
+        if sections & {"http", "breakdown"}:
+            async with http_server(dataset.url, work_dir, meter, args.embed_threads) as mcp_url:
+                if "http" in sections:
+                    results["http"] = await http_section(setup, mcp_url, args, meter)
+                if "breakdown" in sections:
+                    before = meter.snapshot()
+                    results["breakdown"] = await breakdown_section(setup, mcp_url)
+                    results["breakdown"]["machine"] = meter.since(before)
+        if "recall" in sections:
+            results["recall"] = await recall_section(setup, args.ef)
+        if "pages" in sections:
+            results["full_pages"] = await full_page_section(setup, dataset.url)
     finally:
         await setup.db.dispose()
     info["load_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -833,7 +842,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="calls per HTTP mode (and in-process pass)")
     parser.add_argument("--recall-queries", type=int, default=200)
     parser.add_argument("--ef", type=lambda s: [int(x) for x in s.split(",")], default=[40, 64, 100, 200, 400])
-    parser.add_argument("--skip-http", action="store_true", help="only recall and full pages")
+    parser.add_argument(
+        "--sections",
+        type=lambda v: v.split(","),
+        default=["http", "breakdown", "recall", "pages"],
+        help="comma-separated subset of http,breakdown,recall,pages",
+    )
+    parser.add_argument("--modes", type=lambda v: v.split(","), help="HTTP modes to run (default: all)")
+    parser.add_argument(
+        "--embed-threads", type=int, help="SYNAPTO_EMBEDDING__THREADS for the server (default: the app's default)"
+    )
     parser.add_argument("--json", type=Path, help="default: bench/results/search-<N>.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="synapto-bench-search-") as tmp, open_dataset(args.thoughts) as dataset:

@@ -19,8 +19,8 @@ from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
 from app.db.models import Base, Role
 from app.db.records import Principal
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.embedding.profiles import OFFLINE_MINILM
+from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 from tests.helpers import ToolCaller

@@ -9,20 +9,18 @@ import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.runtime import EmbeddingRuntime
 from app.mcp import wire
-from app.mcp.registry import Action, ActionArgs, ToolSpec, build_input_schema, dispatch
+from app.mcp.registry import build_input_schema, dispatch
 from app.mcp.tools import guide
 from app.mcp.tools.catalog import ALL_SPECS
-from app.mcp.tools.common import READ_ONLY, not_implemented
 from app.services.context import AppContext, Limits
 from app.services.recall import RecallService
 from tests.helpers import SPECS, Answer, ToolCaller, snapshot
@@ -158,9 +156,7 @@ async def test_retired_inputs_are_refused_even_as_null(admin: ToolCaller) -> Non
 
 async def test_link_thought_id_is_retired_for_link_only(writer: ToolCaller) -> None:
     made = await writer.ok("memory_store", {"action": "create", "content": "update keeps thought_id"})
-    update = await writer.ok(
-        "memory_store", {"action": "update", "thought_id": made.item["id"], "is_global": True}
-    )
+    update = await writer.ok("memory_store", {"action": "update", "thought_id": made.item["id"], "is_global": True})
     assert update.item["is_global"] is True
 
 
@@ -186,9 +182,7 @@ async def test_an_unknown_argument_is_refused_naming_it(writer: ToolCaller) -> N
     prefix = "Unknown argument 'colour' for memory_store action=create; it accepts: "
     assert answer.text.startswith(prefix)
     accepted = answer.text.removeprefix(prefix).split(", ")
-    assert {"content", "tags", "status", "cwd", "is_protected", "is_global", "parent_id", "url_links"} <= set(
-        accepted
-    )
+    assert {"content", "tags", "status", "cwd", "is_protected", "is_global", "parent_id", "url_links"} <= set(accepted)
     assert "colour" not in accepted and "action" not in accepted
     assert await snapshot(writer.context) == before
 
@@ -227,9 +221,7 @@ async def test_a_nul_character_is_refused_naming_the_argument(
     before = await snapshot(admin.context)
     answer = await admin(tool, arguments)
     call = f"{tool} action={arguments['action']}"
-    assert_classified(
-        answer, 400, f"Invalid argument '{name}' for {call}: text must not contain NUL (U+0000)"
-    )
+    assert_classified(answer, 400, f"Invalid argument '{name}' for {call}: text must not contain NUL (U+0000)")
     assert await snapshot(admin.context) == before
 
 
@@ -337,9 +329,7 @@ async def test_an_unexpected_exception_mid_write_rolls_the_call_back(
 
     monkeypatch.setattr(EdgeRepository, "insert_many", explode)
     before = await snapshot(writer.context)
-    answer = await writer(
-        "memory_store", {"action": "create", "content": "the child", "parent_id": parent.item["id"]}
-    )
+    answer = await writer("memory_store", {"action": "create", "content": "the child", "parent_id": parent.item["id"]})
     assert answer.raw.is_error is True and answer.raw.structured_content is None
     assert "secret" not in answer.text
     assert await snapshot(writer.context) == before
@@ -374,77 +364,6 @@ async def test_a_database_outage_is_a_retryable_503(
     assert error["retryable"] is True
     assert answer.text == "Database unavailable; retry shortly"
     assert "127.0.0.1" not in answer.text
-
-
-# ---------------------------------------------------------------- actions not built yet
-
-
-def _placeholders() -> list[tuple[str, str]]:
-    return [
-        (spec.name, action.name)
-        for spec in ALL_SPECS
-        for action in spec.actions
-        if getattr(action.handler, "__qualname__", "") == "not_implemented.<locals>.handler"
-    ]
-
-
-SAMPLES: dict[str, Any] = {
-    **{name: ID for name in ("thought_id", "source_id", "edge_id", "primer_id", "proposal_id", "run_id")},
-    **{name: [ID] for name in ("thought_ids", "edge_ids", "proposal_ids", "source_ids")},
-    "target_id": OTHER_ID,
-    "project_id": ID,
-    "links": [{"source": ID, "target": OTHER_ID}],
-    "new_type": "supports",
-    "query": "probe",
-    "content": "probe",
-    "name": "probe",
-    "cwd": "/probe",
-    "summary": {"content": "probe"},
-    "thoughts": [{"content": "probe"}],
-}
-
-
-def _minimal_arguments(tool: str, action_name: str) -> dict[str, Any] | None:
-    action = SPECS[tool].action(action_name)
-    assert action is not None
-    arguments: dict[str, Any] = {"action": action_name}
-    for name, info in action.model.model_fields.items():
-        if name != "action" and info.is_required():
-            if name not in SAMPLES:
-                return None
-            arguments[name] = SAMPLES[name]
-    try:
-        action.model.model_validate(arguments)
-    except ValidationError:
-        return None
-    return arguments
-
-
-@pytest.mark.parametrize(("tool", "action"), _placeholders())
-async def test_an_action_not_built_yet_says_so(admin: ToolCaller, tool: str, action: str) -> None:
-    arguments = _minimal_arguments(tool, action)
-    assert arguments is not None, f"no sample arguments for {tool} action={action}; extend SAMPLES"
-    before = await snapshot(admin.context)
-    answer = await admin(tool, arguments)
-    assert answer.raw.is_error is True
-    assert answer.text == f"{tool} action={action} is not implemented yet"
-    assert await snapshot(admin.context) == before
-
-
-async def test_the_placeholder_handler_answers_not_implemented(app_context: AppContext) -> None:
-    class ProbeArgs(ActionArgs):
-        action: Literal["later"]
-
-    spec = ToolSpec(
-        name="memory_probe",
-        description="probe",
-        actions=(Action("later", ProbeArgs, not_implemented("memory_probe", "later")),),
-        annotations=READ_ONLY,
-    )
-    principal = Principal(user_id=None, name="reader", role=Role.reader)
-    answer = Answer(await dispatch(spec, {"action": "later"}, app_context, principal))
-    assert answer.raw.is_error is True
-    assert answer.text == "memory_probe action=later is not implemented yet"
 
 
 # ---------------------------------------------------------------- memory_guide

@@ -27,9 +27,7 @@ from app.db.models import Base
 
 MODEL_TABLES = {table.name for table in Base.metadata.sorted_tables}
 ENUM_TYPES = {"thought_status", "edge_type", "user_role", "proposal_status"}
-HEAD = ScriptDirectory.from_config(
-    migrations.alembic_config("postgresql+asyncpg://unused/x")
-).get_current_head()
+HEAD = ScriptDirectory.from_config(migrations.alembic_config("postgresql+asyncpg://unused/x")).get_current_head()
 
 
 # ---------------------------------------------------------------- scratch database
@@ -149,9 +147,7 @@ async def test_autogenerate_finds_no_drift(scratch_url: str) -> None:
             # The comparison can fail: drift introduced inside the open transaction (rolled back) is seen.
             await connection.execute(text("DROP INDEX uq_edge_unordered_pair"))
             await connection.execute(text("DROP INDEX ix_thought_tags"))
-            await connection.execute(
-                text("ALTER TABLE thought ALTER COLUMN embedding_model TYPE varchar(100)")
-            )
+            await connection.execute(text("ALTER TABLE thought ALTER COLUMN embedding_model TYPE varchar(100)"))
             drift = _flatten(await connection.run_sync(_compare))
             await connection.rollback()
             assert sorted(drift, key=str) == sorted(
@@ -229,13 +225,10 @@ class Schema:
         )
         return project_id
 
-    async def thought(
-        self, project_id: uuid.UUID, *, is_cluster: bool = False, content: str = "x"
-    ) -> uuid.UUID:
+    async def thought(self, project_id: uuid.UUID, *, is_cluster: bool = False, content: str = "x") -> uuid.UUID:
         thought_id = uuid.uuid4()
         await self.execute(
-            "INSERT INTO thought (id, project_id, content, is_cluster) "
-            "VALUES (:id, :project, :content, :cluster)",
+            "INSERT INTO thought (id, project_id, content, is_cluster) VALUES (:id, :project, :content, :cluster)",
             id=thought_id,
             project=project_id,
             content=f"{content} {thought_id.hex[:6]}",
@@ -313,12 +306,8 @@ async def test_cluster_edge_needs_a_cluster_source(schema: Schema) -> None:
     project = await schema.project()
     cluster = await schema.thought(project, is_cluster=True)
     plain, member, other = [await schema.thought(project) for _ in range(3)]
-    insert = (
-        "INSERT INTO edge (id, project_id, source_id, target_id, type) VALUES (:id, :p, :s, :t, 'cluster')"
-    )
-    await schema.refused(
-        insert, "ck_edge_cluster_source", CHECK, id=uuid.uuid4(), p=project, s=plain, t=member
-    )
+    insert = "INSERT INTO edge (id, project_id, source_id, target_id, type) VALUES (:id, :p, :s, :t, 'cluster')"
+    await schema.refused(insert, "ck_edge_cluster_source", CHECK, id=uuid.uuid4(), p=project, s=plain, t=member)
     await schema.edge(project, cluster, member, "cluster")  # a cluster thought may carry it
     # The trigger also guards updates: retyping an ordinary edge to `cluster` is refused.
     await schema.edge(project, plain, other, "related")
@@ -333,22 +322,16 @@ async def test_content_length_is_bounded(schema: Schema) -> None:
     project = await schema.project()
     insert = "INSERT INTO thought (id, project_id, content) VALUES (:id, :p, :content)"
     await schema.execute(insert, id=uuid.uuid4(), p=project, content="x" * 720)
-    await schema.refused(
-        insert, "ck_thought_content_length", CHECK, id=uuid.uuid4(), p=project, content="x" * 721
-    )
+    await schema.refused(insert, "ck_thought_content_length", CHECK, id=uuid.uuid4(), p=project, content="x" * 721)
     await schema.refused(insert, "ck_thought_content_length", CHECK, id=uuid.uuid4(), p=project, content="")
     assert await schema.scalar("SELECT array_agg(length(content)) FROM thought") == [720]
 
 
 async def test_importance_stays_within_zero_and_one(schema: Schema) -> None:
     project = await schema.project()
-    insert = (
-        "INSERT INTO thought (id, project_id, content, importance) VALUES (:id, :p, :content, :importance)"
-    )
+    insert = "INSERT INTO thought (id, project_id, content, importance) VALUES (:id, :p, :content, :importance)"
     for importance in (0.0, 1.0):
-        await schema.execute(
-            insert, id=uuid.uuid4(), p=project, content=f"ok {importance}", importance=importance
-        )
+        await schema.execute(insert, id=uuid.uuid4(), p=project, content=f"ok {importance}", importance=importance)
     for importance in (-0.01, 1.01):
         await schema.refused(
             insert,

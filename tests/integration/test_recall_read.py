@@ -200,9 +200,7 @@ async def test_include_edges_lists_are_empty_for_an_island(writer: ToolCaller, r
     assert "upstream" not in (await get(reader, island["id"])).item
 
 
-async def test_edges_are_kept_while_fields_shape_their_thoughts(
-    writer: ToolCaller, reader: ToolCaller
-) -> None:
+async def test_edges_are_kept_while_fields_shape_their_thoughts(writer: ToolCaller, reader: ToolCaller) -> None:
     top, middle, bottom = await chain_of_three(writer)
     item = (await get(reader, middle["id"], include_edges=True, fields=["id"])).item
     assert set(item) == {"id", "upstream", "downstream"}
@@ -270,16 +268,12 @@ async def test_get_accepts_an_id_in_any_case_and_hyphenation(writer: ToolCaller,
 
 
 async def hit_count(context: AppContext, thought_id: str) -> int | None:
-    found = await rows(
-        context, "SELECT hit_count FROM thought_hit WHERE thought_id = :id", id=uuid.UUID(thought_id)
-    )
+    found = await rows(context, "SELECT hit_count FROM thought_hit WHERE thought_id = :id", id=uuid.UUID(thought_id))
     return found[0].hit_count if found else None
 
 
 async def importance(context: AppContext, thought_id: str) -> float:
-    [(value,)] = await rows(
-        context, "SELECT importance FROM thought WHERE id = :id", id=uuid.UUID(thought_id)
-    )
+    [(value,)] = await rows(context, "SELECT importance FROM thought WHERE id = :id", id=uuid.UUID(thought_id))
     return float(value)
 
 
@@ -298,9 +292,7 @@ async def test_get_counts_a_hit(writer: ToolCaller, reader: ToolCaller) -> None:
 
 async def test_the_fifth_hit_promotes_a_primer(writer: ToolCaller, reader: ToolCaller) -> None:
     stored = await create(writer, "hit me five times")
-    await execute(
-        reader.context, "UPDATE thought SET importance = 0.5 WHERE id = :id", id=uuid.UUID(stored["id"])
-    )
+    await execute(reader.context, "UPDATE thought SET importance = 0.5 WHERE id = :id", id=uuid.UUID(stored["id"]))
     for _ in range(4):
         await get(reader, stored["id"])
     assert await count_rows(reader.context, "primer") == 0
@@ -317,9 +309,7 @@ async def test_the_fifth_hit_promotes_a_primer(writer: ToolCaller, reader: ToolC
 
 async def test_promotion_caps_importance_at_one(writer: ToolCaller, reader: ToolCaller) -> None:
     stored = await create(writer, "already important")
-    await execute(
-        reader.context, "UPDATE thought SET importance = 0.9 WHERE id = :id", id=uuid.UUID(stored["id"])
-    )
+    await execute(reader.context, "UPDATE thought SET importance = 0.9 WHERE id = :id", id=uuid.UUID(stored["id"]))
     for _ in range(5):
         await get(reader, stored["id"])
     assert await count_rows(reader.context, "primer") == 1
@@ -379,9 +369,7 @@ async def test_list_shaping_controls(writer: ToolCaller, reader: ToolCaller) -> 
         {"id": stored["id"], "status": "active"}
     ]
     with_links = (await listing(reader, include_url_links=True, fields=["id"])).items
-    assert with_links == [
-        {"id": stored["id"], "url_links": [{**link, "label": link["text"]} for link in LINKS[:2]]}
-    ]
+    assert with_links == [{"id": stored["id"], "url_links": [{**link, "label": link["text"]} for link in LINKS[:2]]}]
     assert "url_links" not in (await listing(reader)).items[0]
 
 
@@ -413,9 +401,7 @@ async def test_list_tag_and_is_cluster_filters(writer: ToolCaller, reader: ToolC
     tagged = await create(writer, "tagged ops", tags=["ops", "db"])
     plain = await create(writer, "no tags")
     cluster = await create(writer, "a cluster thought", tags=["ops"])
-    await execute(
-        reader.context, "UPDATE thought SET is_cluster = true WHERE id = :id", id=uuid.UUID(cluster["id"])
-    )
+    await execute(reader.context, "UPDATE thought SET is_cluster = true WHERE id = :id", id=uuid.UUID(cluster["id"]))
 
     async def ids(**arguments: Any) -> set[str]:
         return {item["id"] for item in (await listing(reader, **arguments)).items}
@@ -433,9 +419,7 @@ async def test_list_tag_and_is_cluster_filters(writer: ToolCaller, reader: ToolC
 
 
 @pytest.mark.parametrize("cwd", [None, ""])
-async def test_list_without_cwd_spans_every_project(
-    writer: ToolCaller, reader: ToolCaller, cwd: str | None
-) -> None:
+async def test_list_without_cwd_spans_every_project(writer: ToolCaller, reader: ToolCaller, cwd: str | None) -> None:
     await register(writer, "Demo", "/work/demo")
     here = await create(writer, "in demo", cwd="/work/demo")
     there = await create(writer, "in default")
@@ -446,9 +430,7 @@ async def test_list_without_cwd_spans_every_project(
     assert answer.meta["warnings"] == [NO_CWD]
 
 
-async def test_list_with_an_unregistered_cwd_spans_every_project(
-    writer: ToolCaller, reader: ToolCaller
-) -> None:
+async def test_list_with_an_unregistered_cwd_spans_every_project(writer: ToolCaller, reader: ToolCaller) -> None:
     await register(writer, "Demo", "/work/demo")
     here = await create(writer, "in demo", cwd="/work/demo")
     there = await create(writer, "in default")

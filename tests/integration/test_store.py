@@ -110,9 +110,7 @@ async def test_tags_are_trimmed_and_deduplicated_case_insensitively(writer: Tool
 @pytest.mark.parametrize("bad_tag", ["", "   "])
 async def test_an_empty_tag_is_refused_naming_tags(writer: ToolCaller, bad_tag: str) -> None:
     before = await snapshot(writer.context)
-    answer = await writer(
-        "memory_store", {"action": "create", "content": "x thought", "tags": ["ok", bad_tag]}
-    )
+    answer = await writer("memory_store", {"action": "create", "content": "x thought", "tags": ["ok", bad_tag]})
     assert_refused(answer, 400, "'tags'")
     assert await snapshot(writer.context) == before
 
@@ -242,9 +240,7 @@ async def test_over_the_soft_limit_is_accepted_with_a_warning(writer: ToolCaller
 
 async def test_the_embedding_is_stored_with_the_offline_model_id(writer: ToolCaller) -> None:
     item = await create(writer, "vectors are stored at write time")
-    [row] = await rows(
-        writer.context, "SELECT id, embedding_model, vector_dims(embedding) AS dims FROM thought"
-    )
+    [row] = await rows(writer.context, "SELECT id, embedding_model, vector_dims(embedding) AS dims FROM thought")
     assert (str(row.id), row.embedding_model, row.dims) == (item["id"], OFFLINE_MINILM, 384)
 
 
@@ -262,9 +258,7 @@ async def test_registered_cwd_and_its_subdirectory_land_in_that_project(writer: 
 
 
 @pytest.mark.parametrize("cwd", [None, ""])
-async def test_absent_cwd_lands_in_the_default_project_without_warning(
-    writer: ToolCaller, cwd: str | None
-) -> None:
+async def test_absent_cwd_lands_in_the_default_project_without_warning(writer: ToolCaller, cwd: str | None) -> None:
     await register(writer, "Demo", "/work/demo")
     arguments: dict[str, Any] = {"action": "create", "content": "no cwd here"}
     if cwd is not None:
@@ -410,15 +404,11 @@ async def test_update_with_an_unregistered_cwd_keeps_the_project(writer: ToolCal
 @pytest.mark.parametrize("name", ["content", "tags", "status", "is_protected", "is_global", "cwd"])
 async def test_update_treats_null_as_not_given(writer: ToolCaller, name: str) -> None:
     item = await create(writer, "nulls change nothing", tags=["keep"], status="draft", is_protected=True)
-    before = await rows(
-        writer.context, "SELECT content, tags, status::text, is_protected, updated_at FROM thought"
-    )
+    before = await rows(writer.context, "SELECT content, tags, status::text, is_protected, updated_at FROM thought")
     answer = await update(writer, item["id"], **{name: None})
     assert_refused(answer, 400, "needs at least one field to change")
     assert (
-        await rows(
-            writer.context, "SELECT content, tags, status::text, is_protected, updated_at FROM thought"
-        )
+        await rows(writer.context, "SELECT content, tags, status::text, is_protected, updated_at FROM thought")
         == before
     )
     other = "is_protected" if name == "is_global" else "is_global"
@@ -475,16 +465,12 @@ async def test_update_refuses_a_malformed_thought_id(writer: ToolCaller) -> None
 async def test_reader_may_not_update(writer: ToolCaller, reader: ToolCaller) -> None:
     item = await create(writer, "readers only look")
     before = await snapshot(writer.context)
-    stored = await rows(
-        writer.context, "SELECT content, tags, status::text, updated_at, embedding::text FROM thought"
-    )
+    stored = await rows(writer.context, "SELECT content, tags, status::text, updated_at, embedding::text FROM thought")
     answer = await update(reader, item["id"], content="defaced", tags=["x"])
     assert_refused(answer, 403, "memory_store action=update")
     assert await snapshot(writer.context) == before
     assert (
-        await rows(
-            writer.context, "SELECT content, tags, status::text, updated_at, embedding::text FROM thought"
-        )
+        await rows(writer.context, "SELECT content, tags, status::text, updated_at, embedding::text FROM thought")
         == stored
     )
 
@@ -548,9 +534,7 @@ async def test_bulk_create_answers_rows_in_input_order(writer: ToolCaller) -> No
     contents = {r.content for r in await rows(writer.context, "SELECT content FROM thought")}
     assert contents == {"bulk parent", "bulk one", "bulk five"}
     edges = await rows(writer.context, "SELECT source_id, target_id, type::text FROM edge")
-    assert [(str(s), str(t), kind) for s, t, kind in edges] == [
-        (parent["id"], items[4]["thought"]["id"], "parent")
-    ]
+    assert [(str(s), str(t), kind) for s, t, kind in edges] == [(parent["id"], items[4]["thought"]["id"], "parent")]
 
 
 async def test_bulk_create_scopes_to_cwd_and_stores_url_links(writer: ToolCaller) -> None:

@@ -8,9 +8,8 @@ from typing import Annotated, Any
 from mcp_types import ToolAnnotations
 from pydantic import Field, StringConstraints
 
-from app.errors import bad_request
 from app.ids import parse_uuid
-from app.mcp.registry import ActionArgs, CallContext, Handler, ToolAnswer
+from app.mcp.registry import ActionArgs
 
 IdStr = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 TagStr = Annotated[str, StringConstraints(max_length=100)]
@@ -58,12 +57,3 @@ COMMON_FIELD_DOCS = {
     "limit": "max rows",
     "offset": "rows to skip",
 }
-
-
-def not_implemented(tool: str, action: str) -> Handler:
-    """A placeholder handler for an action whose service is not built yet."""
-
-    async def handler(args: Any, ctx: CallContext) -> ToolAnswer:
-        raise bad_request(f"{tool} action={action} is not implemented yet")
-
-    return handler
