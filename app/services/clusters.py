@@ -124,6 +124,8 @@ class ClusterService:
         ids = [row.id for row in await self.session.execute(eligible)]
         if not ids:
             return [], 0
+        # A cached generic plan misjudges `= ANY(:ids)` and compares every thought with every other one.
+        await self.session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
         pairs = await self.session.execute(
             text(
                 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -217,8 +218,14 @@ class HealthService:
         critical_categories: set[str] = set()
         warning_categories: set[str] = set()
         for check in CHECKS:
-            rows = (await self.session.execute(text(f"SELECT * FROM ({check.sql}) AS finding LIMIT 10000"))).all()
-            count = len(rows)
+            # The exact count in SQL; only the first DETAIL_LIMIT rows travel (a capped fetch undercounted).
+            count = int(
+                (await self.session.execute(text(f"SELECT count(*) FROM ({check.sql}) AS finding"))).scalar_one()
+            )
+            rows: Sequence[Any] = ()
+            if count and include_details:
+                statement = text(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
+                rows = (await self.session.execute(statement)).all()
             findings[check.severity] += count
             if count and check.severity == "critical":
                 critical_categories.add(check.category)
@@ -228,7 +235,7 @@ class HealthService:
                 continue
             entry: dict[str, Any] = {"severity": check.severity, "count": count}
             if include_details:
-                entry["details"] = [_detail(row) for row in rows[:DETAIL_LIMIT]]
+                entry["details"] = [_detail(row) for row in rows]
             categories.setdefault(check.category, {})[check.name] = entry
         score = 100 - 40 * len(critical_categories) - 15 * len(warning_categories) - 0.25 * findings["info"]
         statuses = await self.session.execute(text("SELECT status, count(*) AS n FROM thought GROUP BY status"))

@@ -15,7 +15,7 @@ from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import ThoughtFilter, thought_select, to_record
 
 # A very common word can match most of a project: rank at most this many matching rows.
-LEXICAL_MATCH_CAP = 5000
+LEXICAL_MATCH_CAP = 1000
 
 
 SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for bench scripts

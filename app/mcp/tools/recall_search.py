@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -17,6 +18,7 @@ from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
 from app.services.graph import ChainStep, GraphService
 from app.services.hits import HitService
+from app.services.id_lookup import parse_id_query
 from app.services.recall import Neighbour
 from app.services.relevance import Calibration
 from app.services.scope import ReadScope, resolve_read_scope
@@ -120,10 +122,13 @@ def _meta(action: str, scope: ReadScope, outcome: SearchOutcome) -> Meta:
 async def _run_search(
     args: SearchArgs | ClustersArgs, ctx: CallContext, action: str, is_cluster: bool | None, group: bool
 ) -> ToolAnswer:
-    vector = await ctx.app.embedding.embed_query(args.query)  # before the transaction: no idle connection
+    # Embed before the transaction (no idle connection); an id-shaped query embeds only if its lookup misses.
+    id_shaped = parse_id_query(args.query) is not None
+    vector = None if id_shaped else await ctx.app.embedding.embed_query(args.query)
     async with ctx.app.db.unit_of_work() as session:
         scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        outcome = await search_service(session, ctx).search(_query(args, _filter(args, scope, is_cluster), vector))
+        query = replace(_query(args, _filter(args, scope, is_cluster), vector), embedded=not id_shaped)
+        outcome = await search_service(session, ctx).search(query)
         ids = [hit.thought.id for hit in outcome.hits]
         links = await _links(session, args, ids)
         clusters = await SearchRepository(session).clusters_of(ids) if group else {}
