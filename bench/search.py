@@ -430,10 +430,14 @@ async def approximate(
 
     plan: "auto" = PostgreSQL's own choice, "custom"/"generic" = plan_cache_mode forced for this transaction
     (a prepared statement runs on a generic plan once it has run 5 times on a connection and the generic
-    plan looks no dearer than the custom ones).
+    plan looks no dearer than the custom ones), "hnsw" = custom plan with enable_sort off, which makes the
+    planner take the HNSW index scan (with its iterative scan for filters) instead of an exact btree + sort.
     """
-    if plan != "auto":
+    if plan in ("custom", "generic"):
         await session.execute(text(f"SET LOCAL plan_cache_mode = force_{plan}_plan"))
+    if plan == "hnsw":  # a custom plan pushed onto the HNSW ordered scan (the planner may prefer btree + sort)
+        await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+        await session.execute(text("SET LOCAL enable_sort = off"))
     if ef is None:
         started = time.perf_counter()
         rows = await SearchRepository(session).vector_leg(vector, OFFLINE_MINILM, where, pool)
@@ -684,8 +688,8 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
                 started = time.perf_counter()
                 truths.append(await exact(session, vector, where, pool))
                 exact_times.append(time.perf_counter() - started)
-        variants: list[tuple[int | None, str]] = [(None, "auto"), (None, "custom"), (None, "generic")]
-        variants += [(ef, "generic") for ef in efs]
+        variants: list[tuple[int | None, str]] = [(None, "auto"), (None, "custom"), (None, "generic"), (None, "hnsw")]
+        variants += [(ef, "hnsw") for ef in efs]
         rows = []
         for ef, plan in variants:
             r10, r100, times, returned = [], [], [], []
