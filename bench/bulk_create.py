@@ -3,8 +3,8 @@
     python -m bench.bulk_create            # what `make bench` runs
     python -m bench.bulk_create --count 2000 --transport dispatch
 
-Raw embedding = FastEmbedEmbedder.embed_passages on the same texts, in this process, measured
-before and after the service runs (the mean is the reference). The service paths:
+Raw embedding = FastEmbedEmbedder.embed_passages (the wrapper the service uses) on the same
+texts, in this process. The service paths:
 
 - `http`: a real `synaptomind serve` subprocess (uvicorn), called with the official MCP client
   over streamable HTTP with a bearer token — JSON-RPC, auth, validation, embedding, the INSERTs
@@ -12,9 +12,16 @@ before and after the service runs (the mean is the reference). The service paths
 - `dispatch`: the same tool handler in this process through `app.mcp.registry.dispatch` (no
   HTTP), with the embedding time measured inside, so the database + service share is exact.
 
-Each path stores the thoughts twice: in calls of `--batch` (1000) and in one call of `--count`
-(10 000), each time into a fresh project that is deleted (and vacuumed) afterwards, so every run
-starts from the same table. overhead = service time / raw embedding time − 1.
+Each path stores the thoughts twice, each time into a fresh project that is deleted (and
+vacuumed) afterwards, so every run starts from the same table:
+
+- in calls of `--batch` (1000), each call paired with a raw embedding of the same 1000 texts
+  just before it, so both halves of a pair see the same machine (robust on a shared machine);
+- in one call of `--count` (10 000), compared with raw passes over all texts just before and
+  just after it.
+
+overhead = service time / raw embedding time − 1 (target ≤ 20 %). Each measurement waits until
+other processes leave the CPUs idle (`--quiet`), up to `--max-wait` seconds.
 
 Database: an embedded PostgreSQL in a temporary directory (deleted at the end), unless
 SYNAPTO_DATABASE_URL is set. The offline model (`make model`) is used everywhere.
@@ -165,67 +172,23 @@ class Run:
     transport: str
     batch: int
     count: int
-    seconds: float
-    embed_seconds: float | None = None  # measured inside the service (dispatch only)
+    seconds: float  # the bulk_create calls, end to end
+    raw_seconds: float  # raw embedding of the same texts (paired, or the neighbouring passes)
+    embed_seconds: float | None = None  # embedding measured inside the service (dispatch only)
     call_seconds: list[float] = field(default_factory=list)
-    cpu_seconds: float | None = None  # CPU of the benchmark, the server and the embedded PostgreSQL
 
     @property
     def rate(self) -> float:
         return self.count / self.seconds
 
+    @property
+    def overhead(self) -> float:
+        return self.seconds / self.raw_seconds - 1
 
-class CpuMeter:
-    """CPU seconds used by this benchmark's own processes: itself (client, in-process service and raw
-    embedding), the server it started and the embedded PostgreSQL (postmaster and its children).
-
-    Unlike wall time it barely moves when other processes compete for the CPUs, so it is the
-    figure to trust on a shared machine. Linux only (None elsewhere or with an external database).
-    """
-
-    def __init__(self, pgdata: Path | None) -> None:
-        self.pgdata = pgdata
-        self.server_pid: int | None = None
-        self.ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-    @staticmethod
-    def _stat(pid: int | str) -> tuple[int, int] | None:
-        """(parent pid, CPU ticks) of a process."""
-        try:
-            content = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return None
-        fields = content[content.rindex(")") + 2 :].split()
-        return int(fields[1]), int(fields[11]) + int(fields[12])
-
-    def _postmaster(self) -> int | None:
-        try:
-            return int((self.pgdata / "postmaster.pid").read_text().split()[0]) if self.pgdata else None
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def snapshot(self) -> dict[int, int] | None:
-        if not Path("/proc/self/stat").exists():
-            return None
-        ours = {os.getpid(), *((self.server_pid,) if self.server_pid else ())}
-        postmaster = self._postmaster()
-        ticks: dict[int, int] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            stat = self._stat(entry.name)
-            if stat is None:
-                continue
-            pid = int(entry.name)
-            if pid in ours or (postmaster is not None and (pid == postmaster or stat[0] == postmaster)):
-                ticks[pid] = stat[1]
-        return ticks
-
-    def since(self, before: dict[int, int] | None) -> float | None:
-        after = self.snapshot()
-        if before is None or after is None:
-            return None
-        return sum(value - before.get(pid, 0) for pid, value in after.items()) / self.ticks
+    @property
+    def in_service(self) -> float | None:
+        """Non-embedding time inside the service / the embedding time inside it."""
+        return (self.seconds - self.embed_seconds) / self.embed_seconds if self.embed_seconds else None
 
 
 def load_embedder(cache_dir: Path, batch_size: int) -> FastEmbedEmbedder:
@@ -242,25 +205,34 @@ async def raw_embedding(embedder: FastEmbedEmbedder, texts: list[str]) -> float:
     return elapsed
 
 
-async def store_all(call: CallTool, thoughts: list[dict[str, Any]], batch: int, cwd: str) -> list[float]:
-    """bulk_create in calls of `batch`; returns each call's seconds. Refuses to count a partial write."""
-    durations = []
+async def store_all(
+    call: CallTool,
+    thoughts: list[dict[str, Any]],
+    batch: int,
+    cwd: str,
+    paired: FastEmbedEmbedder | None = None,
+) -> tuple[list[float], float]:
+    """bulk_create in calls of `batch`: each call's seconds, and (with `paired`) the seconds of the
+    raw embeddings of each call's texts, run just before it. Refuses to count a partial write."""
+    durations: list[float] = []
+    raw = 0.0
     for start in range(0, len(thoughts), batch):
         chunk = thoughts[start : start + batch]
+        if paired is not None:
+            raw += await raw_embedding(paired, [thought["content"] for thought in chunk])
         started = time.perf_counter()
         result = await call("memory_store", {"action": "bulk_create", "thoughts": chunk, "cwd": cwd})
         durations.append(time.perf_counter() - started)
         counts = result["meta"]["counts"]
         if counts.get("created") != len(chunk) or counts.get("failed") != 0:
             raise SystemExit(f"bulk_create stored {counts} of {len(chunk)} thoughts; the run is invalid")
-    return durations
+    return durations, raw
 
 
 class Bench:
-    def __init__(self, url: str, thoughts: list[dict[str, Any]], meter: CpuMeter) -> None:
+    def __init__(self, url: str, thoughts: list[dict[str, Any]]) -> None:
         self.url = url
         self.thoughts = thoughts
-        self.meter = meter
         self.engine = create_async_engine(url, poolclass=NullPool)
 
     async def principal(self) -> tuple[str, Principal]:
@@ -271,15 +243,15 @@ class Bench:
         finally:
             await db.dispose()
 
-    async def run(self, transport: str, call: CallTool, batch: int) -> Run:
+    async def run(
+        self, transport: str, call: CallTool, batch: int, paired: FastEmbedEmbedder | None = None
+    ) -> tuple[list[float], float]:
         """One measured pass into a fresh project, then the project and its rows are removed."""
         cwd = f"/bench/{transport}/{batch}/{uuid.uuid4().hex[:8]}"
         await call("memory_manage", {"action": "create", "name": cwd, "local_path": cwd})
-        before = self.meter.snapshot()
-        durations = await store_all(call, self.thoughts, batch, cwd)
-        cpu = self.meter.since(before)
+        measured = await store_all(call, self.thoughts, batch, cwd, paired)
         await self.verify_and_drop(cwd)
-        return Run(transport, batch, len(self.thoughts), sum(durations), call_seconds=durations, cpu_seconds=cpu)
+        return measured
 
     async def verify_and_drop(self, cwd: str) -> None:
         async with self.engine.begin() as connection:
@@ -377,9 +349,7 @@ def _start_server(port: int, env: dict[str, str], log_file: Path) -> subprocess.
 
 
 @asynccontextmanager
-async def http_transport(
-    url: str, token: str, cache_dir: Path, work_dir: Path, meter: CpuMeter
-) -> AsyncIterator[CallTool]:
+async def http_transport(url: str, token: str, cache_dir: Path, work_dir: Path) -> AsyncIterator[CallTool]:
     """`synaptomind serve` in a subprocess, called with the MCP SDK client and a bearer token."""
     import httpx2
     from mcp.client import Client
@@ -396,7 +366,6 @@ async def http_transport(
         "SYNAPTO_LOG_LEVEL": "WARNING",
     }
     server = _start_server(port, env, work_dir / "server.log")
-    meter.server_pid = server.pid
     base = f"http://127.0.0.1:{port}"
     try:
         await asyncio.to_thread(_wait_ready, base, server)
@@ -416,7 +385,6 @@ async def http_transport(
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
-        meter.server_pid = None
 
 
 # ---------------------------------------------------------------- main
@@ -483,37 +451,20 @@ async def server_version(url: str) -> str:
         await engine.dispose()
 
 
-def _mean_of_neighbours(values: list[float | None], index: int) -> float | None:
-    pair = [value for value in values[index : index + 2] if value is not None]
-    return statistics.mean(pair) if pair else None
-
-
-def report(raw: list[tuple[float, float | None]], runs: list[Run], count: int) -> dict[str, Any]:
-    """Each run is compared with the mean of the raw passes measured just before and just after it.
-
-    Wall overhead = run time / raw embedding time − 1; CPU overhead = the same ratio of CPU seconds
-    (benchmark + server + embedded PostgreSQL), the figure that other processes barely disturb.
-    """
-    walls = [wall for wall, _ in raw]
-    cpus = [cpu for _, cpu in raw]
-    print("\nraw embedding passes: " + ", ".join(f"{w:.1f}s" + (f" ({c:.0f} CPU-s)" if c else "") for w, c in raw))
+def report(runs: list[Run], raw_passes: list[float], count: int) -> dict[str, Any]:
+    print(f"\nraw embedding passes over all {count} texts: " + ", ".join(f"{s:.1f}s" for s in raw_passes))
     print(
-        f"{'path':<9}{'calls':>12}{'seconds':>9}{'thoughts/s':>11}{'raw/s':>7}{'overhead':>10}"
-        f"{'CPU-s':>7}{'raw CPU-s':>10}{'CPU overhead':>13}{'in-service':>11}"
+        f"{'path':<9}{'calls':>12}{'seconds':>9}{'thoughts/s':>12}{'raw s':>8}{'raw/s':>8}"
+        f"{'overhead':>10}{'in-service':>12}"
     )
     rows = []
-    for index, run in enumerate(runs):
-        raw_wall = _mean_of_neighbours(list(walls), index)
-        raw_cpu = _mean_of_neighbours(cpus, index)
-        assert raw_wall is not None
-        overhead = run.seconds / raw_wall - 1
-        cpu_overhead = run.cpu_seconds / raw_cpu - 1 if run.cpu_seconds and raw_cpu else None
-        inside = (run.seconds - run.embed_seconds) / run.embed_seconds if run.embed_seconds else None
+    for run in runs:
+        inside = run.in_service
         print(
-            f"{run.transport:<9}{f'{count // run.batch} × {run.batch}':>12}{run.seconds:>9.1f}{run.rate:>11.1f}"
-            f"{count / raw_wall:>7.1f}{overhead:>10.1%}"
-            f"{_fmt(run.cpu_seconds, '.0f'):>7}{_fmt(raw_cpu, '.0f'):>10}{_fmt(cpu_overhead, '.1%'):>13}"
-            f"{_fmt(inside, '.1%'):>11}"
+            f"{run.transport:<9}{f'{count // run.batch} × {run.batch}':>12}{run.seconds:>9.1f}{run.rate:>12.1f}"
+            f"{run.raw_seconds:>8.1f}{count / run.raw_seconds:>8.1f}{run.overhead:>10.1%}"
+            f"{'–' if inside is None else format(inside, '.1%'):>12}"
+            + ("" if run.overhead <= TARGET_OVERHEAD else "  over target")
         )
         rows.append(
             {
@@ -521,29 +472,23 @@ def report(raw: list[tuple[float, float | None]], runs: list[Run], count: int) -
                 "batch": run.batch,
                 "seconds": round(run.seconds, 2),
                 "thoughts_per_second": round(run.rate, 1),
-                "raw_thoughts_per_second": round(count / raw_wall, 1),
-                "overhead": round(overhead, 4),
-                "cpu_seconds": None if run.cpu_seconds is None else round(run.cpu_seconds, 1),
-                "raw_cpu_seconds": None if raw_cpu is None else round(raw_cpu, 1),
-                "cpu_overhead": None if cpu_overhead is None else round(cpu_overhead, 4),
+                "raw_seconds": round(run.raw_seconds, 2),
+                "raw_thoughts_per_second": round(count / run.raw_seconds, 1),
+                "overhead": round(run.overhead, 4),
                 "embed_seconds_in_service": None if run.embed_seconds is None else round(run.embed_seconds, 2),
                 "in_service_overhead": None if inside is None else round(inside, 4),
                 "slowest_call_seconds": round(max(run.call_seconds), 2),
             }
         )
     print(
-        "overhead = run time / raw embedding time − 1 (raw = mean of the passes before and after the run);\n"
-        "CPU overhead = the same ratio in CPU seconds (benchmark + server + embedded PostgreSQL);\n"
+        "overhead = service time / raw embedding time of the same texts − 1 (batched calls: each paired\n"
+        "with a raw embedding of its texts; one call: the mean of the raw passes before and after it);\n"
         "in-service = (dispatch time − embedding time measured inside it) / that embedding time"
     )
-    return {"raw": [{"seconds": round(w, 2), "cpu_seconds": c and round(c, 1)} for w, c in raw], "runs": rows}
+    return {"raw_passes": [round(s, 2) for s in raw_passes], "runs": rows}
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
-
-
-async def main_async(args: argparse.Namespace, url: str, work_dir: Path, meter: CpuMeter) -> dict[str, Any]:
+async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict[str, Any]:
     thoughts = generate_thoughts(args.count)
     texts = [thought["content"] for thought in thoughts]
     lengths = [len(content) for content in texts]
@@ -552,52 +497,56 @@ async def main_async(args: argparse.Namespace, url: str, work_dir: Path, meter: 
         f"(mean {statistics.mean(lengths):.0f}), {sum(1 for t in thoughts if 'tags' in t)} tagged"
     )
     print(f"machine: {machine()}; database: {await server_version(url)}")
-    print(f"load average at start: {os.getloadavg()[0]:.2f}; nice {os.getpriority(os.PRIO_PROCESS, 0)}")
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
     embedder = load_embedder(args.cache_dir, EmbeddingSettings().batch_size)
     await embedder.embed_passages(texts[:256])  # warm-up
-    bench = Bench(url, thoughts, meter)
+    bench = Bench(url, thoughts)
     token, principal = await bench.principal()
-    raw: list[tuple[float, float | None]] = []
+    raw_passes: list[float] = []
     runs: list[Run] = []
 
     async def quiet() -> None:
         await wait_for_quiet(args.quiet, args.max_wait)
 
-    async def raw_pass() -> None:
+    async def raw_pass() -> float:
         await quiet()
-        before = meter.snapshot()
-        wall = await raw_embedding(embedder, texts)
-        raw.append((wall, meter.since(before)))
-        print(f"raw embedding: {wall:.2f}s")
+        raw_passes.append(await raw_embedding(embedder, texts))
+        print(f"raw embedding of all texts: {raw_passes[-1]:.2f}s")
+        return raw_passes[-1]
 
-    batches = [args.batch, args.count]
+    async def measure(transport: str, call: CallTool, timed: TimedEmbedder | None) -> None:
+        for batch in (args.batch, args.count):
+            single = batch >= args.count
+            before = await raw_pass() if single else 0.0
+            await quiet()
+            if timed is not None:
+                timed.seconds = 0.0
+            durations, raw = await bench.run(transport, call, batch, paired=None if single else embedder)
+            if single:
+                raw = (before + await raw_pass()) / 2
+            run = Run(transport, batch, args.count, sum(durations), raw, call_seconds=durations)
+            run.embed_seconds = timed.seconds if timed is not None else None
+            runs.append(run)
+            print(f"{transport} {count_calls(args.count, batch)}: {run.seconds:.2f}s, raw {raw:.2f}s")
+
     try:
-        await raw_pass()
         if args.transport in ("dispatch", "both"):
             async with dispatch_transport(url, principal, embedder) as (call, timed):
                 await store_all(call, generate_thoughts(64, seed=1), 64, "/bench/warm-up")
-                for batch in batches:
-                    await quiet()
-                    timed.seconds = 0.0
-                    run = await bench.run("dispatch", call, batch)
-                    run.embed_seconds = timed.seconds
-                    runs.append(run)
-                    print(f"dispatch {batch}: {run.seconds:.2f}s (embedding inside {timed.seconds:.2f}s)")
-                    await raw_pass()
+                await measure("dispatch", call, timed)
         if args.transport in ("http", "both"):
-            async with http_transport(url, token, args.cache_dir, work_dir, meter) as call:
+            async with http_transport(url, token, args.cache_dir, work_dir) as call:
                 await store_all(call, generate_thoughts(64, seed=1), 64, "/bench/warm-up")
-                for batch in batches:
-                    await quiet()
-                    run = await bench.run("http", call, batch)
-                    runs.append(run)
-                    print(f"http {batch}: {run.seconds:.2f}s")
-                    await raw_pass()
+                await measure("http", call, None)
     finally:
         await bench.drop_user(principal.name)
         await bench.close()
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
-    return report(raw, runs, args.count)
+    return report(runs, raw_passes, args.count)
+
+
+def count_calls(count: int, batch: int) -> str:
+    return f"{-(-count // batch)} × {min(batch, count)}"
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -636,10 +585,9 @@ def main() -> None:
         if not url:
             embedded = EmbeddedPostgres(work_dir / "pg", delete_on_stop=True)
             url = embedded.start()
-        meter = CpuMeter(embedded.pgdata if embedded is not None else None)
         try:
             migrations.upgrade(url)
-            results = asyncio.run(main_async(args, url, work_dir, meter))
+            results = asyncio.run(main_async(args, url, work_dir))
         finally:
             if embedded is not None:
                 embedded.stop()
