@@ -29,6 +29,7 @@ from app.main import build_context, create_http_app
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
+from tests.contract import FULL_THOUGHT_KEYS
 from tests.helpers import snapshot
 
 TOOL_NAMES = [
@@ -44,23 +45,6 @@ TOOL_NAMES = [
     "memory_primers",
     "memory_guide",
 ]
-FULL_THOUGHT_KEYS = {
-    "id",
-    "content",
-    "status",
-    "tags",
-    "project",
-    "project_id",
-    "importance",
-    "is_protected",
-    "is_global",
-    "is_cluster",
-    "surface_after",
-    "archived_at",
-    "created_by",
-    "created_at",
-    "updated_at",
-}
 NO_CWD = "no cwd — the answer spans every project"
 
 

@@ -23,30 +23,11 @@ from app.mcp.tools import guide
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.context import AppContext, Limits
 from app.services.recall import RecallService
+from tests.contract import CONTRACT_ACTIONS
 from tests.helpers import SPECS, Answer, ToolCaller, snapshot
 
-# The contract's tool map, word for word (mcp-tools.md, "Tool map").
-TOOL_MAP = {
-    "memory_recall": ["search", "get", "context", "chain", "clusters", "list"],
-    "memory_store": [
-        "create",
-        "update",
-        "link",
-        "link_batch",
-        "unlink",
-        "unlink_batch",
-        "retype",
-        "bulk_create",
-    ],
-    "memory_supersede": ["archive", "archive_batch", "merge"],
-    "memory_status": ["slots", "frontier", "config", "health", "propose"],
-    "memory_manage": ["list", "create", "update", "delete", "resolve"],
-    "edge_review": ["enqueue", "list", "apply", "apply_batch", "rollback", "reject"],
-    "retention_review": ["list", "protect", "delete", "compact"],
-    "memory_crystallize": ["graph", "cluster", "auto_cluster"],
-    "memory_reflect": ["reflect", "timeline"],
-    "memory_primers": ["list", "delete"],
-}
+# The contract's tool map, word for word (mcp-tools.md, "Tool map"): the tools that take `action`.
+TOOL_MAP = {tool: actions for tool, actions in CONTRACT_ACTIONS.items() if actions}
 ID = "01a172b4-d486-700c-a16e-5ae3d2d77a90"
 OTHER_ID = "01a172b4-d486-700d-b4f9-02962e9d2f1c"
 PROJECT_ID_RETIRED = "project_id was removed; use cwd"  # mcp-tools.md, v0.19 migration note 1

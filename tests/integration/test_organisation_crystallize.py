@@ -12,27 +12,11 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
+from tests.contract import FULL_THOUGHT_KEYS
 from tests.helpers import ToolCaller, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
 NODE_KEYS = {"id", "label", "title", "group", "tags", "category", "status", "is_cluster", "project_name"}
-FULL_THOUGHT_KEYS = {
-    "id",
-    "content",
-    "status",
-    "tags",
-    "project",
-    "project_id",
-    "importance",
-    "is_protected",
-    "is_global",
-    "is_cluster",
-    "surface_after",
-    "archived_at",
-    "created_by",
-    "created_at",
-    "updated_at",
-}
 BILLING = [
     "The billing service retries failed card payments three times",
     "Failed card payments are retried three times by the billing service",

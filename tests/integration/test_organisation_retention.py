@@ -9,25 +9,8 @@ from typing import Any
 from sqlalchemy import text
 
 from app.ids import new_id
+from tests.contract import FULL_THOUGHT_KEYS
 from tests.helpers import ToolCaller, snapshot
-
-FULL_THOUGHT_KEYS = {
-    "id",
-    "content",
-    "status",
-    "tags",
-    "project",
-    "project_id",
-    "importance",
-    "is_protected",
-    "is_global",
-    "is_cluster",
-    "surface_after",
-    "archived_at",
-    "created_by",
-    "created_at",
-    "updated_at",
-}
 
 
 async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:

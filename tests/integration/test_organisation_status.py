@@ -15,6 +15,7 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.main import settings_view
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
+from tests.contract import FULL_THOUGHT_KEYS
 from tests.helpers import ToolCaller, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
@@ -24,23 +25,6 @@ PIN_THOUGHT = (
     "propose is not cross-project: the plan is restricted to the project the addressed thought (thought_id) belongs to"
 )
 PIN_DRAFT = "propose is not cross-project: the plan is restricted to the default project (draft content)"
-FULL_THOUGHT_KEYS = {
-    "id",
-    "content",
-    "status",
-    "tags",
-    "project",
-    "project_id",
-    "importance",
-    "is_protected",
-    "is_global",
-    "is_cluster",
-    "surface_after",
-    "archived_at",
-    "created_by",
-    "created_at",
-    "updated_at",
-}
 SLOT_KEYS = {"name", "scope", "virtual", "content", "truncated", "max_chars", "updated_at"}
 BILLING = [
     "The billing service retries failed card payments three times",

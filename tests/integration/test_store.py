@@ -13,25 +13,9 @@ from sqlalchemy import text
 from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.profiles import OFFLINE_MINILM
 from app.services.context import AppContext
+from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS
 from tests.helpers import Answer, ToolCaller, count_rows, snapshot
 
-FULL_KEYS = {
-    "id",
-    "content",
-    "status",
-    "tags",
-    "project",
-    "project_id",
-    "importance",
-    "is_protected",
-    "is_global",
-    "is_cluster",
-    "surface_after",
-    "archived_at",
-    "created_by",
-    "created_at",
-    "updated_at",
-}
 COMPACT_KEYS = {"id", "content", "status", "tags", "project"}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 ARCHIVE_HINT = "memory_supersede action=archive"

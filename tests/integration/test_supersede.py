@@ -14,26 +14,10 @@ from sqlalchemy import text
 from app.db.models import Role
 from app.services.context import AppContext
 from tests.conftest import make_user
+from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS
 from tests.helpers import Answer, ToolCaller, snapshot
 
 TOOL = "memory_supersede"
-FULL_KEYS = {
-    "id",
-    "content",
-    "status",
-    "tags",
-    "project",
-    "project_id",
-    "importance",
-    "is_protected",
-    "is_global",
-    "is_cluster",
-    "surface_after",
-    "archived_at",
-    "created_by",
-    "created_at",
-    "updated_at",
-}
 
 
 def hint(action: str) -> str:

@@ -19,6 +19,7 @@ from app.mcp.shaping import COMPACT_FIELDS, FULL_FIELDS, ThoughtShaper, iso
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.previews import fingerprint
 from app.services.scope import normalize_path
+from tests.contract import CONTRACT_ACTIONS
 
 # ---------------------------------------------------------------- ids
 
@@ -311,28 +312,6 @@ def test_fingerprint_changes_with_what_is_written() -> None:
 
 # ---------------------------------------------------------------- advertised tools
 
-CONTRACT_ACTIONS = {
-    "memory_recall": ["search", "get", "context", "chain", "clusters", "list"],
-    "memory_store": [
-        "create",
-        "update",
-        "link",
-        "link_batch",
-        "unlink",
-        "unlink_batch",
-        "retype",
-        "bulk_create",
-    ],
-    "memory_supersede": ["archive", "archive_batch", "merge"],
-    "memory_status": ["slots", "frontier", "config", "health", "propose"],
-    "memory_manage": ["list", "create", "update", "delete", "resolve"],
-    "edge_review": ["enqueue", "list", "apply", "apply_batch", "rollback", "reject"],
-    "retention_review": ["list", "protect", "delete", "compact"],
-    "memory_crystallize": ["graph", "cluster", "auto_cluster"],
-    "memory_reflect": ["reflect", "timeline"],
-    "memory_primers": ["list", "delete"],
-    "memory_guide": [],
-}
 SCHEMAS = {spec.name: spec.mcp_tool().input_schema for spec in ALL_SPECS}
 
 
