@@ -98,3 +98,15 @@ async def snapshot(context: AppContext) -> dict[str, int]:
         "api_token",
     )
     return {table: await count_rows(context, table) for table in tables}
+
+
+async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    """Raw SQL read for assertions on what a call stored."""
+    async with caller.context.db.unit_of_work() as session:
+        return [tuple(row) for row in (await session.execute(text(sql), params)).all()]
+
+
+async def execute(caller: ToolCaller, sql: str, **params: Any) -> None:
+    """Raw SQL write to set up a state no tool can (ages, retired kinds, …)."""
+    async with caller.context.db.unit_of_work() as session:
+        await session.execute(text(sql), params)

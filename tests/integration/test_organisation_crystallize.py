@@ -5,15 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import text
-
 from app.db.records import Principal
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
 from tests.contract import FULL_THOUGHT_KEYS
-from tests.helpers import ToolCaller, snapshot
+from tests.helpers import ToolCaller, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
 NODE_KEYS = {"id", "label", "title", "group", "tags", "category", "status", "is_cluster", "project_name"}
@@ -29,16 +27,6 @@ DEPLOY = [
     "The deploy pipeline applies the database migrations before the application starts",
 ]
 LONER = "Cats like to sleep in warm sunny windows"
-
-
-async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-    async with caller.context.db.unit_of_work() as session:
-        return [tuple(row) for row in (await session.execute(text(sql), params)).all()]
-
-
-async def execute(caller: ToolCaller, sql: str, **params: Any) -> None:
-    async with caller.context.db.unit_of_work() as session:
-        await session.execute(text(sql), params)
 
 
 async def project(caller: ToolCaller, name: str) -> dict[str, Any]:

@@ -6,9 +6,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from sqlalchemy import text
-
-from tests.helpers import ToolCaller, snapshot
+from tests.helpers import ToolCaller, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
 PROPOSAL_KEYS = {
@@ -32,16 +30,6 @@ NEIGHBOURS = [
     "Card payments that fail get three retries in the billing service",
 ]
 TWIN = "Failed card payments are retried three times by the billing service"  # Jaccard ≥ 0.6 with SUBJECT
-
-
-async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-    async with caller.context.db.unit_of_work() as session:
-        return [tuple(row) for row in (await session.execute(text(sql), params)).all()]
-
-
-async def execute(caller: ToolCaller, sql: str, **params: Any) -> None:
-    async with caller.context.db.unit_of_work() as session:
-        await session.execute(text(sql), params)
 
 
 async def thought(caller: ToolCaller, content: str, cwd: str | None = "/srv/queue", **extra: Any) -> dict[str, Any]:

@@ -7,9 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import text
-
-from tests.helpers import ToolCaller, snapshot
+from tests.helpers import ToolCaller, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
 LINE = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\] (.*)$")
@@ -17,16 +15,6 @@ NOTHING = (
     "memory_reflect action=reflect has nothing to record: pass summary, goals_add, goals_remove, decisions or pending"
 )
 ZERO = {"summary_appended": False, "goals_added": 0, "goals_removed": 0, "decisions_created": 0, "pending_created": 0}
-
-
-async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-    async with caller.context.db.unit_of_work() as session:
-        return [tuple(row) for row in (await session.execute(text(sql), params)).all()]
-
-
-async def execute(caller: ToolCaller, sql: str, **params: Any) -> None:
-    async with caller.context.db.unit_of_work() as session:
-        await session.execute(text(sql), params)
 
 
 async def project(caller: ToolCaller, name: str) -> dict[str, Any]:

@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any
-
-from sqlalchemy import text
 
 from app.ids import new_id
 from tests.contract import FULL_THOUGHT_KEYS
-from tests.helpers import ToolCaller, snapshot
-
-
-async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-    async with caller.context.db.unit_of_work() as session:
-        return [tuple(row) for row in (await session.execute(text(sql), params)).all()]
-
-
-async def execute(caller: ToolCaller, sql: str, **params: Any) -> None:
-    async with caller.context.db.unit_of_work() as session:
-        await session.execute(text(sql), params)
+from tests.helpers import ToolCaller, execute, rows, snapshot
 
 
 async def project(caller: ToolCaller, name: str) -> str:

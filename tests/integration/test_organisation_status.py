@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from app.config import Settings
 from app.embedding.profiles import OFFLINE_MINILM
@@ -16,7 +15,7 @@ from app.main import settings_view
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
 from tests.contract import FULL_THOUGHT_KEYS
-from tests.helpers import ToolCaller, snapshot
+from tests.helpers import ToolCaller, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
 NO_SLOT_SCOPE = "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
@@ -38,16 +37,6 @@ DEPLOY = [
     "Database migrations run in the deploy pipeline before the app starts",
     "The deploy pipeline applies the database migrations before the application starts",
 ]
-
-
-async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-    async with caller.context.db.unit_of_work() as session:
-        return [tuple(row) for row in (await session.execute(text(sql), params)).all()]
-
-
-async def execute(caller: ToolCaller, sql: str, **params: Any) -> None:
-    async with caller.context.db.unit_of_work() as session:
-        await session.execute(text(sql), params)
 
 
 async def project(caller: ToolCaller, name: str) -> dict[str, Any]:
