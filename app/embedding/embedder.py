@@ -54,6 +54,7 @@ class FastEmbedEmbedder:
         if model_dir is not None:
             kwargs["specific_model_path"] = str(model_dir)
         model = TextEmbedding(lazy_load=False, **kwargs)
+        _stop_spinning(model, threads)
         return cls(profile, model, batch_size)
 
     def _embed_sync(self, texts: list[str]) -> list[Vector]:
@@ -68,6 +69,30 @@ class FastEmbedEmbedder:
 
     async def embed_query(self, text: str) -> Vector:
         return (await self._embed([self.profile.query_prefix + text]))[0]
+
+
+def _stop_spinning(model: Any, threads: int | None) -> None:
+    """Reopen the ONNX session with its worker threads sleeping between inferences.
+
+    ONNX Runtime's thread pool spin-waits by default: measured here, a 2-thread query embedding of ~3 ms burnt
+    ~15 ms of CPU, taken from PostgreSQL and the event loop on a small machine. Without spinning it costs
+    ~4.5 ms of CPU for ~0.5 ms more latency. fastembed does not expose the option, so the session is rebuilt.
+    """
+    import onnxruntime as ort
+
+    runner: Any = getattr(model, "model", None)
+    session = getattr(runner, "model", None)
+    if not isinstance(session, ort.InferenceSession):
+        logger.warning("fastembed's ONNX session not found; its worker threads keep spin-waiting")
+        return
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    runner.model = ort.InferenceSession(session._model_path, sess_options=options, providers=session.get_providers())
 
 
 def _register(profile: ModelProfile) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from collections.abc import Sequence
@@ -13,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EdgeType
 from app.db.records import ThoughtRecord
-from app.db.repositories.search import SearchRepository
+from app.db.repositories.search import LegRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
+from app.embedding.embedder import Vector
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.hits import HitService
 from app.services.id_lookup import ID_PREFIX_MATCH_HARD_CAP, IdQuery, id_not_found_warning, parse_id_query
@@ -36,9 +38,31 @@ class SearchQuery:
     recency_half_life_days: float = 30.0
     supersession_mode: Literal["flag", "suppress", "off"] = "flag"
     contradiction_mode: Literal["flag", "off"] = "flag"
-    # The query vector when the caller embedded it before opening its transaction (None = embedder down).
-    vector: list[float] | None = None
-    embedded: bool = False
+    # The caller's embedding of `text`, possibly already running; None = embed when the vector leg needs it.
+    vector: QueryVector | None = None
+
+
+class QueryVector:
+    """A query's embedding, computed at most once. `start()` runs it beside the transaction's first reads."""
+
+    def __init__(self, embedding: EmbeddingRuntime, text: str) -> None:
+        self._embedding = embedding
+        self._text = text
+        self._task: asyncio.Task[Vector | None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._embedding.embed_query(self._text))
+
+    async def get(self) -> Vector | None:
+        """The vector, or None when the embedder is down (the search is then degraded)."""
+        self.start()
+        assert self._task is not None
+        return await self._task
+
+    def cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
 
 @dataclass
@@ -63,6 +87,24 @@ class Hit:
     @property
     def anchored(self) -> bool:
         return "bm25" in self.match_source or "id" in self.match_source
+
+
+@dataclass
+class Candidate:
+    """A fused row before its thought is read: enough to rank, gate and count it."""
+
+    id: uuid.UUID
+    created_at: datetime
+    rrf_score: float
+    match_source: list[str]
+    distance: float | None = None
+    bm25_score: float | None = None
+    final_score: float = 0.0
+    recency_score: float | None = None
+
+    @property
+    def anchored(self) -> bool:
+        return "bm25" in self.match_source
 
 
 @dataclass
@@ -144,81 +186,93 @@ class SearchService:
 
     async def ranked(self, query: SearchQuery) -> SearchOutcome:
         pool = pool_size(query.limit)
+        source = query.vector or QueryVector(self.embedding, query.text)
+        lexical_rows: list[LegRow] = []
+        if query.hybrid:  # the lexical leg runs while the query embedding finishes
+            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool, query.limit)
         profile = self.embedding.profile
-        if query.embedded:
-            vector = query.vector if profile is not None else None
-        else:
-            vector = await self.embedding.embed_query(query.text) if profile is not None else None
+        vector = await source.get() if profile is not None else None
         degraded = vector is None
-        vector_rows: list[tuple[uuid.UUID, float]] = []
+        vector_rows: list[LegRow] = []
         if vector is not None and profile is not None:
             vector_rows = await self.repo.vector_leg(vector, profile.model_id, query.where, pool)
-        lexical_rows: list[tuple[uuid.UUID, float]] = []
-        if query.hybrid or degraded:
-            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool)
-        hits = await self._fuse(vector_rows, lexical_rows, vector, query)
+        elif not query.hybrid:
+            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool, query.limit)
+        candidates = self._fuse(vector_rows, lexical_rows, query)
         if query.supersession_mode == "suppress":
-            await self._annotate(hits, "flag", query.contradiction_mode)
-            hits = [hit for hit in hits if hit.standing != "superseded" and not hit.superseded_by]
-        else:
-            await self._annotate(hits, query.supersession_mode, query.contradiction_mode)
-        total = len(hits)
+            suppressed = await self._superseded(candidates)
+            candidates = [candidate for candidate in candidates if candidate.id not in suppressed]
+        total = len(candidates)
         gate = self.default_gate if query.min_relevance is None else query.min_relevance
-        kept = [hit for hit in hits if hit.anchored or (hit.relevance or 0.0) >= gate or gate <= 0]
+        kept = [candidate for candidate in candidates if self._passes(candidate, gate)]
+        hits = await self._hits(kept[: query.limit], vector)
+        mode: Literal["flag", "off"] = "flag" if query.supersession_mode == "suppress" else query.supersession_mode
+        await self._annotate(hits, mode, query.contradiction_mode)
         # Standing re-orders the page, not the pool: sorting the whole over-fetched pool would push every
         # flagged hit behind every current candidate, i.e. out of the page (flag acting as suppress).
-        page = kept[: query.limit]
-        page.sort(key=lambda hit: STANDING_ORDER[hit.standing])  # stable: keeps score order inside a group
+        hits.sort(key=lambda hit: STANDING_ORDER[hit.standing])  # stable: keeps score order inside a group
         reason = "no_match" if total == 0 else None
-        return SearchOutcome(
-            hits=page,
-            total=total,
-            filtered_out=total - len(kept),
-            degraded=degraded,
-            reason=reason,
-        )
+        return SearchOutcome(hits=hits, total=total, filtered_out=total - len(kept), degraded=degraded, reason=reason)
 
-    async def _fuse(
-        self,
-        vector_rows: Sequence[tuple[uuid.UUID, float]],
-        lexical_rows: Sequence[tuple[uuid.UUID, float]],
-        vector: list[float] | None,
-        query: SearchQuery,
-    ) -> list[Hit]:
-        scores: dict[uuid.UUID, float] = {}
-        distances = dict(vector_rows)
-        semantic = set(distances)
-        bm25 = dict(lexical_rows)
-        for rows in (vector_rows, lexical_rows):
-            for rank, (thought_id, _) in enumerate(rows, start=1):
-                scores[thought_id] = scores.get(thought_id, 0.0) + 1.0 / (RRF_K + rank)
-        if not scores:
+    def _passes(self, candidate: Candidate, gate: float) -> bool:
+        """Lexical anchors are never gated; a vector-only row needs a calibrated relevance of at least `gate`."""
+        if candidate.anchored or gate <= 0:
+            return True
+        if candidate.distance is None:
+            return False
+        return self.calibration.relevance(1.0 - candidate.distance) >= gate
+
+    def _fuse(
+        self, vector_rows: Sequence[LegRow], lexical_rows: Sequence[LegRow], query: SearchQuery
+    ) -> list[Candidate]:
+        """RRF over both legs (rank from 1), normalised by the best score, plus the opt-in recency term."""
+        candidates: dict[uuid.UUID, Candidate] = {}
+        for name, rows in (("embedding", vector_rows), ("bm25", lexical_rows)):
+            for rank, row in enumerate(rows, start=1):
+                candidate = candidates.get(row.id)
+                if candidate is None:
+                    candidate = candidates[row.id] = Candidate(row.id, row.created_at, 0.0, [])
+                candidate.rrf_score += 1.0 / (RRF_K + rank)
+                candidate.match_source.append(name)
+                if name == "embedding":
+                    candidate.distance = row.score
+                else:
+                    candidate.bm25_score = row.score
+        if not candidates:
             return []
-        profile = self.embedding.profile
-        missing = [thought_id for thought_id in scores if thought_id not in distances]
-        if vector is not None and profile is not None and missing:
-            distances.update(await self.repo.distances(vector, profile.model_id, missing))
-        records = await self.repo.records(list(scores))
-        best = max(scores.values())
+        best = max(candidate.rrf_score for candidate in candidates.values())
         now = datetime.now(UTC)
+        for candidate in candidates.values():
+            candidate.final_score = candidate.rrf_score / best
+            if query.recency_weight > 0:
+                candidate.recency_score = recency(candidate.created_at, query.recency_half_life_days, now)
+                candidate.final_score += query.recency_weight * candidate.recency_score
+        return sorted(candidates.values(), key=lambda candidate: (-candidate.final_score, str(candidate.id)))
+
+    async def _hits(self, page: list[Candidate], vector: Vector | None) -> list[Hit]:
+        """The page's thoughts, read in one query with the distances the lexical leg did not have."""
+        profile = self.embedding.profile
+        model_id = profile.model_id if profile is not None else None
+        records = await self.repo.records([candidate.id for candidate in page], vector, model_id)
         hits: list[Hit] = []
-        for thought_id, rrf in scores.items():
-            record = records.get(thought_id)
-            if record is None:
-                continue
-            similarity = 1.0 - distances[thought_id] if thought_id in distances else None
-            sources = [name for name, leg in (("embedding", semantic), ("bm25", bm25.keys())) if thought_id in leg]
-            hit = Hit(thought=record, match_source=sources, similarity=similarity, rrf_score=rrf)
-            hit.bm25_score = bm25.get(thought_id)
+        for candidate in page:
+            record, distance = records[candidate.id]
+            if candidate.distance is not None:
+                distance = candidate.distance
+            similarity = None if distance is None else 1.0 - distance
+            hit = Hit(thought=record, match_source=candidate.match_source, similarity=similarity)
+            hit.rrf_score, hit.bm25_score = candidate.rrf_score, candidate.bm25_score
+            hit.final_score, hit.recency_score = candidate.final_score, candidate.recency_score
             hit.relevance = None if similarity is None else self.calibration.relevance(similarity)
             hit.low_confidence = not hit.anchored and self.calibration.is_weak(similarity)
-            hit.final_score = rrf / best
-            if query.recency_weight > 0:
-                hit.recency_score = recency(record.created_at, query.recency_half_life_days, now)
-                hit.final_score += query.recency_weight * hit.recency_score
             hits.append(hit)
-        hits.sort(key=lambda hit: (-(hit.final_score or 0.0), str(hit.thought.id)))
         return hits
+
+    async def _superseded(self, candidates: list[Candidate]) -> set[uuid.UUID]:
+        """Candidates a non-archived thought replaces (suppress mode drops them before counting)."""
+        ids = {candidate.id for candidate in candidates}
+        edges = await self.repo.standing_edges(list(ids))
+        return {target for _, target, edge_type in edges if edge_type == EdgeType.replaces and target in ids}
 
     async def _annotate(
         self, hits: list[Hit], supersession: Literal["flag", "off"], contradiction: Literal["flag", "off"]

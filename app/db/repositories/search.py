@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
-from sqlalchemy import Text, and_, cast, func, or_, select, text
-from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY
+from sqlalchemy import Text, and_, any_, case, cast, func, literal, or_, select
+from sqlalchemy.dialects.postgresql import ARRAY, REGCONFIG, TSQUERY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
@@ -21,62 +22,99 @@ LEXICAL_MATCH_CAP = 1000
 SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for bench scripts
 
 
+class LegRow(NamedTuple):
+    """One candidate of a retrieval leg: cosine distance (vector leg) or ts_rank_cd (lexical leg)."""
+
+    id: uuid.UUID
+    score: float
+    created_at: datetime
+
+
+def and_tsquery(query: str) -> Any:
+    """Every word of the query (plainto_tsquery sanitises every metacharacter)."""
+    return func.plainto_tsquery(cast("english", REGCONFIG), query)
+
+
 def or_tsquery(query: str) -> Any:
-    """The query's words OR-ed together (plainto_tsquery sanitises every metacharacter first)."""
-    plain = func.plainto_tsquery(cast("english", REGCONFIG), query)
-    return cast(func.replace(cast(plain, Text), "&", "|"), TSQUERY)
+    """The query's words OR-ed together."""
+    return cast(func.replace(cast(and_tsquery(query), Text), "&", "|"), TSQUERY)
+
+
+def id_in(column: Any, thought_ids: Sequence[uuid.UUID]) -> Any:
+    """`column = ANY(:ids)`: one array parameter, not one bind per id (cheaper to compile for 100s of ids)."""
+    return column == any_(literal(list(thought_ids), ARRAY(UUID(as_uuid=True))))
 
 
 class SearchRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def vector_leg(
-        self, vector: Sequence[float], model_id: str, where: SearchFilter, pool: int
-    ) -> list[tuple[uuid.UUID, float]]:
-        """(id, cosine distance) nearest first; filters run inside the HNSW scan (iterative scan on)."""
-        await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        await self.session.execute(text(f"SET LOCAL hnsw.ef_search = {max(40, min(pool, 1000))}"))
+    async def vector_leg(self, vector: Sequence[float], model_id: str, where: SearchFilter, pool: int) -> list[LegRow]:
+        """Nearest first by cosine distance; filters run inside the HNSW scan (iterative scan on)."""
+        ef_search = str(max(40, min(pool, 1000)))
+        await self.session.execute(
+            select(
+                func.set_config("hnsw.iterative_scan", "relaxed_order", True),
+                func.set_config("hnsw.ef_search", ef_search, True),
+            )
+        )
         distance = Thought.embedding.cosine_distance(list(vector))
         statement = (
-            select(Thought.id, distance.label("distance"))
+            select(Thought.id, distance.label("distance"), Thought.created_at)
             .where(Thought.embedding_model == model_id, *where.clauses())
             .order_by(distance)
             .limit(pool)
         )
-        rows = [(row.id, float(row.distance)) for row in await self.session.execute(statement)]
-        return sorted(rows, key=lambda row: row[1])  # relaxed order: re-sort the few we got
+        rows = [LegRow(row.id, float(row.distance), row.created_at) for row in await self.session.execute(statement)]
+        return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
 
-    async def lexical_leg(self, query: str, where: SearchFilter, pool: int) -> list[tuple[uuid.UUID, float]]:
-        """(id, ts_rank_cd) best first, over at most LEXICAL_MATCH_CAP matching rows."""
-        tsquery = or_tsquery(query)
+    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, enough: int) -> list[LegRow]:
+        """Best first by ts_rank_cd of the OR-ed words: rows holding every word, then rows holding any.
+
+        The AND match is cheap (GIN intersects the words); the OR match of common words can cover most of a
+        project, so it runs only when fewer than `enough` rows hold every word, over at most
+        LEXICAL_MATCH_CAP matching rows.
+        """
+        every = await self._ranked(and_tsquery(query), query, where, pool)
+        if len(every) >= enough:
+            return every
+        seen = {row.id for row in every}
+        some = await self._ranked(or_tsquery(query), query, where, pool)
+        return [*every, *(row for row in some if row.id not in seen)][:pool]
+
+    async def _ranked(self, match: Any, query: str, where: SearchFilter, pool: int) -> list[LegRow]:
         matches = (
-            select(Thought.id, Thought.tsv)
-            .where(Thought.tsv.op("@@")(tsquery), *where.clauses())
+            select(Thought.id, Thought.tsv, Thought.created_at)
+            .where(Thought.tsv.op("@@")(match), *where.clauses())
             .limit(LEXICAL_MATCH_CAP)
             .cte("matches")
         )
-        rank = func.ts_rank_cd(matches.c.tsv, tsquery)
-        statement = select(matches.c.id, rank.label("rank")).order_by(rank.desc(), matches.c.id).limit(pool)
-        return [(row.id, float(row.rank)) for row in await self.session.execute(statement)]
-
-    async def distances(
-        self, vector: Sequence[float], model_id: str, thought_ids: Sequence[uuid.UUID]
-    ) -> dict[uuid.UUID, float]:
-        """Cosine distances of given thoughts (those of the current model only)."""
-        if not thought_ids:
-            return {}
-        distance = Thought.embedding.cosine_distance(list(vector))
-        statement = select(Thought.id, distance.label("distance")).where(
-            Thought.id.in_(thought_ids), Thought.embedding_model == model_id
+        rank = func.ts_rank_cd(matches.c.tsv, or_tsquery(query))
+        statement = (
+            select(matches.c.id, rank.label("rank"), matches.c.created_at)
+            .order_by(rank.desc(), matches.c.id)
+            .limit(pool)
         )
-        return {row.id: float(row.distance) for row in await self.session.execute(statement)}
+        return [LegRow(row.id, float(row.rank), row.created_at) for row in await self.session.execute(statement)]
 
-    async def records(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ThoughtRecord]:
+    async def records(
+        self, thought_ids: Sequence[uuid.UUID], vector: Sequence[float] | None, model_id: str | None
+    ) -> dict[uuid.UUID, tuple[ThoughtRecord, float | None]]:
+        """The thoughts with their cosine distance to `vector` (None without one or for another model's vector)."""
         if not thought_ids:
             return {}
-        rows = await self.session.execute(thought_select().where(Thought.id.in_(thought_ids)))
-        return {row.id: to_record(row) for row in rows}
+        if vector is None:
+            distance: Any = literal(None)
+        else:
+            cosine = Thought.embedding.cosine_distance(list(vector))
+            distance = case((Thought.embedding_model == model_id, cosine), else_=None)
+        statement = thought_select().add_columns(distance.label("distance")).where(id_in(Thought.id, thought_ids))
+        found: dict[uuid.UUID, tuple[ThoughtRecord, float | None]] = {}
+        for row in await self.session.execute(statement):
+            fields = dict(row._mapping)
+            distance_value = fields.pop("distance")
+            found[row.id] = (ThoughtRecord(**fields), None if distance_value is None else float(distance_value))
+        return found
 
     async def by_id_range(
         self, low: uuid.UUID, high: uuid.UUID, where: SearchFilter, cap: int
@@ -91,12 +129,14 @@ class SearchRepository:
         """`replaces` edges into the thoughts from non-archived sources, and `contradicts` edges at either end."""
         if not thought_ids:
             return []
-        ids = list(thought_ids)
         live_source = select(Thought.id).where(Thought.id == Edge.source_id, Thought.status != ThoughtStatus.archived)
         statement = select(Edge.source_id, Edge.target_id, Edge.type).where(
             or_(
-                and_(Edge.type == EdgeType.replaces, Edge.target_id.in_(ids), live_source.exists()),
-                and_(Edge.type == EdgeType.contradicts, or_(Edge.source_id.in_(ids), Edge.target_id.in_(ids))),
+                and_(Edge.type == EdgeType.replaces, id_in(Edge.target_id, thought_ids), live_source.exists()),
+                and_(
+                    Edge.type == EdgeType.contradicts,
+                    or_(id_in(Edge.source_id, thought_ids), id_in(Edge.target_id, thought_ids)),
+                ),
             )
         )
         return [(row.source_id, row.target_id, row.type) for row in await self.session.execute(statement)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -22,7 +21,7 @@ from app.services.id_lookup import parse_id_query
 from app.services.recall import Neighbour
 from app.services.relevance import Calibration
 from app.services.scope import ReadScope, resolve_read_scope
-from app.services.search import Hit, SearchOutcome, SearchQuery, SearchService
+from app.services.search import Hit, QueryVector, SearchOutcome, SearchQuery, SearchService
 
 if TYPE_CHECKING:
     from app.mcp.tools.recall import ChainArgs, ClustersArgs, ContextArgs, ReadArgs, SearchArgs
@@ -93,7 +92,7 @@ def _filter(args: SearchArgs | ClustersArgs, scope: ReadScope, is_cluster: bool 
     )
 
 
-def _query(args: SearchArgs | ClustersArgs, where: ThoughtFilter, vector: list[float] | None) -> SearchQuery:
+def _query(args: SearchArgs | ClustersArgs, where: ThoughtFilter, vector: QueryVector) -> SearchQuery:
     return SearchQuery(
         text=args.query,
         where=where,
@@ -105,7 +104,6 @@ def _query(args: SearchArgs | ClustersArgs, where: ThoughtFilter, vector: list[f
         supersession_mode=getattr(args, "supersession_mode", "flag"),
         contradiction_mode=getattr(args, "contradiction_mode", "flag"),
         vector=vector,
-        embedded=True,
     )
 
 
@@ -122,16 +120,19 @@ def _meta(action: str, scope: ReadScope, outcome: SearchOutcome) -> Meta:
 async def _run_search(
     args: SearchArgs | ClustersArgs, ctx: CallContext, action: str, is_cluster: bool | None, group: bool
 ) -> ToolAnswer:
-    # Embed before the transaction (no idle connection); an id-shaped query embeds only if its lookup misses.
-    id_shaped = parse_id_query(args.query) is not None
-    vector = None if id_shaped else await ctx.app.embedding.embed_query(args.query)
-    async with ctx.app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        query = replace(_query(args, _filter(args, scope, is_cluster), vector), embedded=not id_shaped)
-        outcome = await search_service(session, ctx).search(query)
-        ids = [hit.thought.id for hit in outcome.hits]
-        links = await _links(session, args, ids)
-        clusters = await SearchRepository(session).clusters_of(ids) if group else {}
+    vector = QueryVector(ctx.app.embedding, args.query)
+    if parse_id_query(args.query) is None:  # an id-shaped query embeds only if its lookup misses
+        vector.start()  # the embedding runs while the transaction resolves the scope and runs the lexical leg
+    try:
+        async with ctx.app.db.unit_of_work() as session:
+            scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
+            query = _query(args, _filter(args, scope, is_cluster), vector)
+            outcome = await search_service(session, ctx).search(query)
+            ids = [hit.thought.id for hit in outcome.hits]
+            links = await _links(session, args, ids)
+            clusters = await SearchRepository(session).clusters_of(ids) if group else {}
+    finally:
+        vector.cancel()
     shape, full = _shaper(args, links), args.compact is False
     items = [search_item(hit, shape, full) for hit in outcome.hits]
     if group:
@@ -194,7 +195,9 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
     max_edges = args.max_degree or ctx.app.limits.graph_max_degree
     scope: ReadScope | None = None
     degraded = False
-    vector = await ctx.app.embedding.embed_query(args.query) if args.query is not None else None
+    vector = QueryVector(ctx.app.embedding, args.query or "")
+    if args.query is not None:
+        vector.start()
     async with ctx.app.db.unit_of_work() as session:
         if args.thought_id is not None:
             thought_id = uuid_arg(args.thought_id, "thought_id")
@@ -206,7 +209,7 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
             scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
             where = ThoughtFilter(scope.project.id if scope.project else None, status_filter("active"))
             gate = args.min_relevance if args.min_relevance is not None else 0.0
-            query = SearchQuery(args.query or "", where, 1, min_relevance=gate, vector=vector, embedded=True)
+            query = SearchQuery(args.query or "", where, 1, min_relevance=gate, vector=vector)
             outcome = await search_service(session, ctx, count_hits=False).search(query)
             degraded = outcome.degraded
             if not outcome.hits:
