@@ -63,6 +63,7 @@ class AutoClusterSettings(BaseModel):
     min_members: int = Field(default=3, ge=2)
     min_age_days: int = Field(default=3, ge=0)
     min_similarity: float | None = Field(default=None, gt=0, le=2)  # None = the model profile's distance
+    probe_workers: int = Field(default=2, ge=1, le=16)  # pooled connections probing neighbours at once
 
 
 class RetentionReviewSettings(BaseModel):

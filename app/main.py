@@ -87,6 +87,7 @@ def limits_from(settings: Settings) -> Limits:
         auto_cluster_min_members=settings.auto_cluster.min_members,
         auto_cluster_min_age_days=settings.auto_cluster.min_age_days,
         auto_cluster_distance=settings.auto_cluster.min_similarity,
+        auto_cluster_probe_workers=settings.auto_cluster.probe_workers,
         retention_min_age_days=settings.retention_review.min_age_days,
         retention_importance_floor=settings.retention_review.importance_floor,
         retention_page_size=settings.retention_review.page_size,

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import EdgeRecord, Principal, ProjectRecord, ThoughtRecord
+from app.db.repositories.neighbours import NeighbourProbe
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, thought_select, to_record
 from app.errors import not_found
@@ -99,7 +100,7 @@ class ClusterService:
             ]
         )
         edges = EdgeService(self.session, self.principal)
-        created = [(await edges.link(cluster_id, member.id, EdgeType.cluster)).edge for member in ordered]
+        created = await edges.link_new_cluster(cluster_id, target_project, [member.id for member in ordered])
         cluster = await self.thoughts.get(cluster_id)
         assert cluster is not None
         return cluster, created, ordered
@@ -111,7 +112,7 @@ class ClusterService:
         return (await ProjectRepository(self.session).ensure_default()).id
 
     async def auto_groups(
-        self, max_distance: float, min_members: int, min_age_days: int, model_id: str
+        self, max_distance: float, min_members: int, min_age_days: int, model_id: str, probe: NeighbourProbe
     ) -> tuple[list[ClusterGroup], int]:
         """Union-find over nearest neighbours closer than `max_distance` among eligible thoughts."""
         eligible = select(Thought.id).where(
@@ -121,28 +122,11 @@ class ClusterService:
             Thought.embedding_model == model_id,
             ~select(Edge.id).where(Edge.target_id == Thought.id, Edge.type == EdgeType.cluster).exists(),
         )
-        ids = [row.id for row in await self.session.execute(eligible)]
+        ids = [row.id for row in await self.session.execute(eligible.order_by(Thought.id))]
         if not ids:
             return [], 0
-        # A cached generic plan misjudges `= ANY(:ids)` and compares every thought with every other one.
-        await self.session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
-        pairs = await self.session.execute(
-            text(
-                """
-                SELECT a.id AS a, n.id AS b
-                FROM thought a
-                CROSS JOIN LATERAL (
-                    SELECT b.id FROM thought b
-                    WHERE b.id = ANY(:ids) AND b.id <> a.id AND b.embedding_model = :model
-                    ORDER BY b.embedding <=> a.embedding
-                    LIMIT 10
-                ) n
-                JOIN thought b2 ON b2.id = n.id
-                WHERE a.id = ANY(:ids) AND (a.embedding <=> b2.embedding) < :max_distance
-                """
-            ),
-            {"ids": ids, "model": model_id, "max_distance": max_distance},
-        )
+        eligible_ids = set(ids)
+        pairs = [(a, b) for a, b in await probe.pairs(ids, model_id, max_distance) if b in eligible_ids]
         parent = {thought_id: thought_id for thought_id in ids}
 
         def find(node: uuid.UUID) -> uuid.UUID:
@@ -151,8 +135,8 @@ class ClusterService:
                 node = parent[node]
             return node
 
-        for row in pairs:
-            left, right = find(row.a), find(row.b)
+        for a, b in pairs:
+            left, right = find(a), find(b)
             if left != right:
                 parent[max(left, right)] = min(left, right)
         components: dict[uuid.UUID, list[uuid.UUID]] = {}

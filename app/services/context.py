@@ -25,6 +25,7 @@ class Limits:
     auto_cluster_min_members: int = 3
     auto_cluster_min_age_days: int = 3
     auto_cluster_distance: float | None = None
+    auto_cluster_probe_workers: int = 2
     retention_min_age_days: float = 30
     retention_importance_floor: float = 0.3
     retention_page_size: int = 20

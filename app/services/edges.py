@@ -9,7 +9,7 @@ rows, sorted too: the one lock order that keeps concurrent graph writers free of
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, insert, select, text, update
@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
 from app.db.records import EdgeRecord, Principal
+from app.db.repositories.thoughts import id_in
 from app.errors import AppError, bad_request, conflict, not_found
 from app.ids import new_id
 
@@ -108,6 +109,47 @@ class EdgeService:
         edge = await self.get(edge_id)
         assert edge is not None
         return LinkResult(edge, created=True)
+
+    async def link_new_cluster(
+        self, cluster_id: uuid.UUID, project_id: uuid.UUID, member_ids: Sequence[uuid.UUID]
+    ) -> list[EdgeRecord]:
+        """`cluster` edges from a cluster thought created in this transaction to existing members.
+
+        No other transaction can see the new thought, so none of its pairs can carry an edge or be linked
+        concurrently: the edges go in with one INSERT and the importance bonus with one UPDATE.
+        """
+        rows = [
+            {
+                "id": new_id(),
+                "project_id": project_id,
+                "source_id": cluster_id,
+                "target_id": member_id,
+                "type": EdgeType.cluster,
+                "created_by": self.principal.user_id,
+            }
+            for member_id in member_ids
+        ]
+        if not rows:
+            return []
+        inserted = await self.session.execute(
+            insert(Edge).returning(
+                Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at, sort_by_parameter_order=True
+            ),
+            rows,
+        )
+        edges = [edge_record(row) for row in inserted]
+        # One bonus per link, as link() gives it: each member once, the cluster once per member (capped at 1).
+        await self.session.execute(
+            update(Thought)
+            .where(id_in(Thought.id, sorted(member_ids)))
+            .values(importance=func.least(1.0, Thought.importance + LINK_IMPORTANCE_BONUS))
+        )
+        await self.session.execute(
+            update(Thought)
+            .where(Thought.id == cluster_id)
+            .values(importance=func.least(1.0, Thought.importance + LINK_IMPORTANCE_BONUS * len(rows)))
+        )
+        return edges
 
     async def _relink(
         self, existing: EdgeRecord, source_id: uuid.UUID, target_id: uuid.UUID, edge_type: EdgeType

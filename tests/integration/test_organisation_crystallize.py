@@ -5,7 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
 from app.db.records import Principal
+from app.db.repositories import neighbours
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.services.context import AppContext
@@ -455,3 +458,31 @@ async def test_auto_cluster_without_an_embedder_is_unavailable(writer: ToolCalle
         "statusCode": 503,
         "retryable": True,
     }
+
+
+async def test_auto_cluster_probes_in_chunks_over_several_connections(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunked, concurrent probing (how 100 k thoughts stay under the statement timeout) finds the same groups."""
+    await _clusterable(writer)
+    whole = _group_ids((await writer.ok("memory_crystallize", {"action": "auto_cluster"})).items)
+    monkeypatch.setattr(neighbours, "PROBE_CHUNK", 3)
+    chunked = _group_ids((await writer.ok("memory_crystallize", {"action": "auto_cluster"})).items)
+    assert chunked == whole and len(whole) == 2
+
+
+async def test_auto_cluster_confirm_links_every_member_in_one_transaction(writer: ToolCaller) -> None:
+    """The bulk link of a new cluster gives what link() gives: one cluster edge and one importance bonus each."""
+    world = await _clusterable(writer)
+    await execute(writer, "UPDATE thought SET importance = 0.5")
+    token = (await writer.ok("memory_crystallize", {"action": "auto_cluster"})).meta["preview"]["token"]
+    await writer.ok("memory_crystallize", {"action": "auto_cluster", "confirm": True, "preview_token": token})
+    members = [t["id"] for t in world["billing"]]
+    found = await rows(
+        writer,
+        "SELECT t.id::text, t.importance, count(e.id) FROM thought t JOIN edge e ON e.target_id = t.id "
+        "AND e.type = 'cluster' WHERE t.id = ANY(CAST(:ids AS uuid[])) GROUP BY t.id, t.importance",
+        ids=members,
+    )
+    assert sorted(row[0] for row in found) == sorted(members)
+    assert all(row[1] == pytest.approx(0.6) and row[2] == 1 for row in found)

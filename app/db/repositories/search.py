@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, and_, any_, case, cast, func, literal, or_, select
-from sqlalchemy.dialects.postgresql import ARRAY, REGCONFIG, TSQUERY, UUID
+from sqlalchemy import Text, and_, case, cast, func, literal, or_, select
+from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import ThoughtFilter, thought_select, to_record
+from app.db.repositories.thoughts import ThoughtFilter, id_in, thought_select, to_record
 
 # A very common word can match most of a project: rank at most this many matching rows.
 LEXICAL_MATCH_CAP = 1000
@@ -38,11 +38,6 @@ def and_tsquery(query: str) -> Any:
 def or_tsquery(query: str) -> Any:
     """The query's words OR-ed together."""
     return cast(func.replace(cast(and_tsquery(query), Text), "&", "|"), TSQUERY)
-
-
-def id_in(column: Any, thought_ids: Sequence[uuid.UUID]) -> Any:
-    """`column = ANY(:ids)`: one array parameter, not one bind per id (cheaper to compile for 100s of ids)."""
-    return column == any_(literal(list(thought_ids), ARRAY(UUID(as_uuid=True))))
 
 
 class SearchRepository:

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, insert, select, update
+from sqlalchemy import ColumnElement, Select, and_, any_, func, insert, literal, select, update
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Project, Thought, ThoughtStatus
@@ -31,6 +32,11 @@ THOUGHT_COLUMNS = (
     Thought.updated_at,
     Thought.embedding_model,
 )
+
+
+def id_in(column: Any, ids: Sequence[uuid.UUID] | set[uuid.UUID]) -> Any:
+    """`column = ANY(:ids)`: one uuid[] parameter, not one bind per id (cheap to compile, no 32 767-bind limit)."""
+    return column == any_(literal(list(ids), ARRAY(UUID(as_uuid=True))))
 
 
 def thought_select() -> Select[*tuple[Any, ...]]:
@@ -87,13 +93,13 @@ class ThoughtRepository:
     async def get_many(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ThoughtRecord]:
         if not thought_ids:
             return {}
-        rows = await self.session.execute(thought_select().where(Thought.id.in_(set(thought_ids))))
+        rows = await self.session.execute(thought_select().where(id_in(Thought.id, set(thought_ids))))
         return {row.id: to_record(row) for row in rows}
 
     async def existing_ids(self, thought_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         if not thought_ids:
             return set()
-        rows = await self.session.execute(select(Thought.id).where(Thought.id.in_(set(thought_ids))))
+        rows = await self.session.execute(select(Thought.id).where(id_in(Thought.id, set(thought_ids))))
         return {row.id for row in rows}
 
     async def find_live_by_content(self, project_id: uuid.UUID, contents: Sequence[str]) -> dict[str, ThoughtRecord]:

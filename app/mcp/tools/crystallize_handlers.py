@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from app.db.records import ThoughtRecord
+from app.db.repositories.neighbours import NeighbourProbe
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtFilter, status_filter
 from app.errors import unavailable
@@ -102,8 +103,9 @@ async def auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> ToolAnswer:
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
             await previews.redeem(ctx.principal, TOOL, "auto_cluster", previewed_arguments(args), args.preview_token)
+        probe = NeighbourProbe(ctx.app.db, ctx.app.limits.auto_cluster_probe_workers)
         groups, candidates = await service.auto_groups(
-            max_distance, min_members, ctx.app.limits.auto_cluster_min_age_days, profile.model_id
+            max_distance, min_members, ctx.app.limits.auto_cluster_min_age_days, profile.model_id, probe
         )
         if args.confirm:
             for group in groups:
