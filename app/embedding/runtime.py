@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -93,6 +93,25 @@ class EmbeddingRuntime:
             return None
         finally:
             EMBEDDER_QUEUE.dec()
+
+    async def embed_chunks(self, chunks: Sequence[Sequence[str]]) -> AsyncIterator[list[Vector] | None]:
+        """Each chunk's vectors in order (None: embedder absent or failed), the next chunk embedding meanwhile.
+
+        The consumer writes chunk k while chunk k+1 is embedded: ONNX's threads and the database's work
+        overlap on the CPU instead of taking turns.
+        """
+        upcoming = asyncio.ensure_future(self.embed_passages(chunks[0])) if chunks else None
+        try:
+            for index in range(len(chunks)):
+                assert upcoming is not None
+                vectors = await upcoming
+                upcoming = None
+                if index + 1 < len(chunks):
+                    upcoming = asyncio.ensure_future(self.embed_passages(chunks[index + 1]))
+                yield vectors
+        finally:
+            if upcoming is not None:
+                upcoming.cancel()
 
     async def embed_query(self, text: str) -> Vector | None:
         if self.embedder is None:

@@ -17,6 +17,7 @@ from app.db.repositories.edges import EdgeRepository
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
 from app.db.repositories.url_links import UrlLinkRepository
+from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError, bad_request, not_found
 from app.ids import new_id, parse_uuid
 from app.services.scope import normalize_path
@@ -84,6 +85,27 @@ def check_status(status: str | None, argument: str = "status") -> ThoughtStatus:
     return ThoughtStatus(status)
 
 
+# Rows per INSERT when bulk_create embeds inside its transaction (one chunk embeds while the last is written).
+EMBED_INSERT_CHUNK = 250
+# The last chunk's INSERT overlaps nothing: the remainder is halved down to chunks of at most this many rows.
+EMBED_INSERT_TAIL = 32
+
+
+def insert_chunk_sizes(count: int) -> list[int]:
+    """Full chunks, then a halving tail: 1000 rows → 250, 250, 250, 125, 63, 31, 31; 251 → 126, 63, 31, 31."""
+    sizes: list[int] = []
+    while count > 2 * EMBED_INSERT_CHUNK:
+        sizes.append(EMBED_INSERT_CHUNK)
+        count -= EMBED_INSERT_CHUNK
+    while count > EMBED_INSERT_TAIL:
+        half = -(-count // 2)
+        sizes.append(half)
+        count -= half
+    if count:
+        sizes.append(count)
+    return sizes
+
+
 class StoreService:
     def __init__(self, session: AsyncSession, principal: Principal) -> None:
         self.session = session
@@ -97,11 +119,13 @@ class StoreService:
         rows: Sequence[NewThought | AppError],
         vectors: Sequence[list[float] | None] | None,
         model_id: str | None,
+        embedding: EmbeddingRuntime | None = None,
     ) -> list[RowOutcome]:
         """Insert the valid rows in one go; an invalid row (an AppError) becomes a failed outcome.
 
         A row whose exact content already lives (draft/active) in the project answers that
-        thought, with the tags merged, instead of creating a duplicate.
+        thought, with the tags merged, instead of creating a duplicate. Without `vectors`, `embedding`
+        embeds the rows to insert chunk by chunk while the previous chunk is written.
         """
         valid = [row for row in rows if isinstance(row, NewThought)]
         parents = await self.thoughts.existing_ids([row.parent_id for row in valid if row.parent_id])
@@ -140,13 +164,17 @@ class StoreService:
                     edges.append(self._parent_edge(row.parent_id, thought_id, project.id))
                 links.extend(self._link_values(thought_id, project.id, row.url_links))
                 results.append(thought_id)
-        await self.thoughts.insert_many(inserts)
+        if vectors is None and embedding is not None:
+            inserted = await self._embed_and_insert(inserts, embedding, project.name)
+        else:
+            inserted = await self.thoughts.insert_returning(inserts, project.name)
         await EdgeRepository(self.session).insert_many(edges)
         await UrlLinkRepository(self.session).insert_many(links)
         for thought_id, tags in existing_tags.items():
             if tags != original_tags[thought_id]:
                 await self.thoughts.update_fields(thought_id, {"tags": tags})
-        records = await self.thoughts.get_many([r for r in results if isinstance(r, uuid.UUID)])
+        records = {record.id: record for record in inserted}
+        records.update(await self.thoughts.get_many(list(existing_tags)))
         return [
             RowOutcome(index, thought=records[result])
             if isinstance(result, uuid.UUID)
@@ -181,6 +209,26 @@ class StoreService:
         updated = await self.thoughts.get(thought_id)
         assert updated is not None
         return updated
+
+    async def _embed_and_insert(
+        self, inserts: list[dict[str, Any]], embedding: EmbeddingRuntime, project_name: str
+    ) -> list[ThoughtRecord]:
+        chunks: list[list[dict[str, Any]]] = []
+        for size in insert_chunk_sizes(len(inserts)):
+            start = sum(len(chunk) for chunk in chunks)
+            chunks.append(inserts[start : start + size])
+        texts = [[row["content"] for row in chunk] for chunk in chunks]
+        inserted: list[ThoughtRecord] = []
+        index = 0
+        async for vectors in embedding.embed_chunks(texts):
+            chunk = chunks[index]
+            index += 1
+            profile = embedding.profile
+            if vectors is not None and profile is not None:
+                for row, vector in zip(chunk, vectors, strict=True):
+                    row["embedding"], row["embedding_model"] = vector, profile.model_id
+            inserted.extend(await self.thoughts.insert_returning(chunk, project_name))
+        return inserted
 
     async def _project_for(self, cwd: str | None, fallback: uuid.UUID) -> uuid.UUID:
         path = normalize_path(cwd or "")

@@ -13,8 +13,11 @@ from sqlalchemy import text
 from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.profiles import OFFLINE_MINILM
 from app.services.context import AppContext
+from app.services.store import insert_chunk_sizes
+from tests.conftest import MODEL_CACHE
 from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS
 from tests.helpers import Answer, ToolCaller, count_rows, snapshot
+from tests.integration.search_support import degraded_caller
 
 COMPACT_KEYS = {"id", "content", "status", "tags", "project"}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -585,6 +588,42 @@ async def test_bulk_create_stores_every_vector_in_one_batched_call(
     assert tuple(row) == (100, 100, 100)
 
 
+async def test_a_large_bulk_create_embeds_in_chunks_inside_its_transaction(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past one chunk the rows to insert embed chunk by chunk (the halving tail), duplicates only once."""
+    runtime = writer.context.embedding
+    calls: list[int] = []
+    original = runtime.embed_passages
+
+    async def counting(texts: Sequence[str]) -> Any:
+        calls.append(len(texts))
+        return await original(texts)
+
+    monkeypatch.setattr(runtime, "embed_passages", counting)
+    thoughts = [{"content": f"pipelined thought number {n}", "tags": [f"t{n % 3}"]} for n in range(600)]
+    answer = await bulk(writer, [*thoughts, {"content": "pipelined thought number 7", "tags": ["again"]}])
+    assert answer.meta["counts"] == {"created": 601, "failed": 0, "total": 601, "returned": 601, "filtered_out": 0}
+    assert calls == insert_chunk_sizes(600) == [250, 175, 88, 44, 22, 21]
+    assert [item["index"] for item in answer.items] == list(range(601))
+    assert answer.items[600]["thought"]["id"] == answer.items[7]["thought"]["id"]
+    assert answer.items[600]["thought"]["tags"] == ["t1", "again"]
+    [row] = await rows(
+        writer.context,
+        "SELECT count(*), count(*) FILTER (WHERE embedding_model = :model), "
+        "count(*) FILTER (WHERE content = 'pipelined thought number 42' AND tags = ARRAY['t0']) FROM thought",
+        model=OFFLINE_MINILM,
+    )
+    assert tuple(row) == (600, 600, 1)
+
+
+async def test_a_large_bulk_create_without_an_embedder_leaves_vectors_pending(writer: ToolCaller) -> None:
+    answer = await bulk(degraded_caller(writer, MODEL_CACHE), [{"content": f"pending thought {n}"} for n in range(300)])
+    assert answer.meta["counts"]["created"] == 300
+    [row] = await rows(writer.context, "SELECT count(*), count(embedding) FROM thought")
+    assert tuple(row) == (300, 0)
+
+
 async def test_bulk_create_soft_limit_warning(writer: ToolCaller) -> None:
     answer = await bulk(writer, [{"content": "s" * 610}, {"content": "t" * 700}, {"content": "short"}])
     assert answer.meta["warnings"] == [
@@ -606,7 +645,8 @@ async def test_bulk_create_refuses_10001_rows_before_anything_runs(writer: ToolC
     assert await snapshot(writer.context) == before
 
 
-async def test_bulk_create_is_one_transaction(writer: ToolCaller, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("count", [2, 300])  # embedded before the transaction / chunk by chunk inside it
+async def test_bulk_create_is_one_transaction(writer: ToolCaller, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     """A failure after the thoughts were inserted rolls every row back."""
 
     async def explode(self: UrlLinkRepository, rows: Sequence[dict[str, Any]]) -> None:
@@ -614,7 +654,7 @@ async def test_bulk_create_is_one_transaction(writer: ToolCaller, monkeypatch: p
 
     monkeypatch.setattr(UrlLinkRepository, "insert_many", explode)
     before = await snapshot(writer.context)
-    answer = await bulk(writer, [{"content": "one"}, {"content": "two"}])
+    answer = await bulk(writer, [{"content": f"row {n}"} for n in range(count)])
     assert answer.is_error
     assert answer.raw.structured_content is None
     assert await snapshot(writer.context) == before

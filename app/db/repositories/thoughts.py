@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, any_, func, insert, literal, select, update
+from sqlalchemy import ColumnElement, Select, Text, and_, any_, func, insert, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -83,6 +84,16 @@ class ThoughtRepository:
         if rows:
             await self.session.execute(insert(Thought), list(rows))
 
+    async def insert_returning(self, rows: Sequence[dict[str, Any]], project_name: str) -> list[ThoughtRecord]:
+        """Insert rows of one project and answer their records (no read-back query)."""
+        if not rows:
+            return []
+        columns = [column for column in THOUGHT_COLUMNS if column.key != "project_name"]
+        inserted = await self.session.execute(
+            insert(Thought).returning(*columns, sort_by_parameter_order=True), list(rows)
+        )
+        return [ThoughtRecord(project_name=project_name, **row._mapping) for row in inserted]
+
     async def get(self, thought_id: uuid.UUID, *, for_update: bool = False) -> ThoughtRecord | None:
         statement = thought_select().where(Thought.id == thought_id)
         if for_update:
@@ -106,12 +117,15 @@ class ThoughtRepository:
         """Draft/active thoughts of a project whose content equals one of `contents` (oldest wins)."""
         if not contents:
             return {}
+        unique = sorted(set(contents))
+        hashes = [hashlib.md5(content.encode(), usedforsecurity=False).hexdigest() for content in unique]
         statement = (
             thought_select()
             .where(
                 Thought.project_id == project_id,
+                func.md5(Thought.content) == any_(literal(hashes, ARRAY(Text))),  # ix_thought_project_content_md5
+                Thought.content == any_(literal(unique, ARRAY(Text))),
                 Thought.status.in_((ThoughtStatus.draft, ThoughtStatus.active)),
-                Thought.content.in_(set(contents)),
             )
             .order_by(Thought.id.desc())
         )

@@ -27,6 +27,7 @@ from app.mcp.tools.common import (
 from app.services.context import Limits
 from app.services.scope import normalize_path, resolve_write_project, scope_of
 from app.services.store import (
+    EMBED_INSERT_CHUNK,
     NewThought,
     StoreService,
     check_content,
@@ -206,9 +207,11 @@ def _bulk_row(raw: dict[str, Any], index: int, limits: Limits) -> NewThought | A
 async def bulk_create(args: BulkCreateArgs, ctx: CallContext) -> ToolAnswer:
     rows = [_bulk_row(raw, index, ctx.app.limits) for index, raw in enumerate(args.thoughts)]
     valid = [(index, row) for index, row in enumerate(rows) if isinstance(row, NewThought)]
-    embedded = await ctx.app.embedding.embed_passages([row.content for _, row in valid]) if valid else None
     vectors: list[list[float] | None] | None = None
     model_id = None
+    # A small batch embeds before its transaction; a large one embeds inside it, overlapped with the inserts.
+    pipelined = len(valid) > EMBED_INSERT_CHUNK
+    embedded = None if pipelined or not valid else await ctx.app.embedding.embed_passages([r.content for _, r in valid])
     if embedded is not None and ctx.app.embedding.profile is not None:
         vectors = [None] * len(rows)
         for (index, _), vector in zip(valid, embedded, strict=True):
@@ -216,7 +219,8 @@ async def bulk_create(args: BulkCreateArgs, ctx: CallContext) -> ToolAnswer:
         model_id = ctx.app.embedding.profile.model_id
     async with ctx.app.db.unit_of_work() as session:
         project, scope = await resolve_write_project(ProjectRepository(session), args.cwd)
-        outcomes = await StoreService(session, ctx.principal).create_many(project, rows, vectors, model_id)
+        store = StoreService(session, ctx.principal)
+        outcomes = await store.create_many(project, rows, vectors, model_id, ctx.app.embedding if pipelined else None)
     shape = ThoughtShaper(compact=True)
     items = [
         {"index": o.index, "status": "created", "thought": shape(o.thought)}
