@@ -166,7 +166,8 @@ class Thought(Base):
         CheckConstraint("(embedding IS NULL) = (embedding_model IS NULL)", name="embedding_has_model"),
         Index("ix_thought_project_status_created", "project_id", "status", "created_at"),
         Index("ix_thought_tags", "tags", postgresql_using="gin"),
-        Index("ix_thought_tsv", "tsv", postgresql_using="gin"),
+        # btree_gin (migration 0003): the lexical leg's project filter and words in one index scan.
+        Index("ix_thought_project_tsv", "project_id", "tsv", postgresql_using="gin"),
         Index(
             "ix_thought_embedding_hnsw",
             "embedding",

@@ -15,8 +15,11 @@ from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import ThoughtFilter, id_in, thought_select, to_record
 
-# A very common word can match most of a project: rank at most this many matching rows.
-LEXICAL_MATCH_CAP = 1000
+# A very common word can match most of a project, so the leg ranks at most this many matching rows. Measured at
+# 100 k thoughts: rows holding every word are few (p95 ~600), and for the OR match 300 agrees with the uncapped
+# top 10 nearly as often as 1000 does (0.913 vs 0.924) for well under half the p95 (docs/BENCHMARKS.md).
+EVERY_WORD_CAP = 1000
+ANY_WORD_CAP = 300
 
 
 SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for bench scripts
@@ -68,20 +71,20 @@ class SearchRepository:
 
         The AND match is cheap (GIN intersects the words); the OR match of common words can cover most of a
         project, so it runs only when fewer than `enough` rows hold every word, over at most
-        LEXICAL_MATCH_CAP matching rows.
+        ANY_WORD_CAP matching rows.
         """
-        every = await self._ranked(and_tsquery(query), query, where, pool)
+        every = await self._ranked(and_tsquery(query), query, where, pool, EVERY_WORD_CAP)
         if len(every) >= enough:
             return every
         seen = {row.id for row in every}
-        some = await self._ranked(or_tsquery(query), query, where, pool)
+        some = await self._ranked(or_tsquery(query), query, where, pool, ANY_WORD_CAP)
         return [*every, *(row for row in some if row.id not in seen)][:pool]
 
-    async def _ranked(self, match: Any, query: str, where: SearchFilter, pool: int) -> list[LegRow]:
+    async def _ranked(self, match: Any, query: str, where: SearchFilter, pool: int, cap: int) -> list[LegRow]:
         matches = (
             select(Thought.id, Thought.tsv, Thought.created_at)
             .where(Thought.tsv.op("@@")(match), *where.clauses())
-            .limit(LEXICAL_MATCH_CAP)
+            .limit(cap)
             .cte("matches")
         )
         rank = func.ts_rank_cd(matches.c.tsv, or_tsquery(query))
