@@ -82,7 +82,7 @@ from bench.dataset import (
 RESULTS = Path(__file__).resolve().parent / "results"
 SMALL = len(PROJECTS) - 1  # the 3 % project
 LIMIT = 10
-SHIPPED_EF = "max(40, min(pool, 1000))"
+SHIPPED_EF = "max(200, min(pool, 1000))"
 
 # ---------------------------------------------------------------- statistics and machine state
 
@@ -484,7 +484,7 @@ async def explain(db: Database, vector: Sequence[float], where: SearchFilter, po
     arguments = ", ".join(_literal(compiled.params[name]) for name in names)
     async with db.unit_of_work() as session:
         await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        await session.execute(text(f"SET LOCAL hnsw.ef_search = {max(40, min(pool, 1000))}"))
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {max(200, min(pool, 1000))}"))
         await session.execute(text(f"SET LOCAL plan_cache_mode = force_{mode}_plan"))
         connection = await session.connection()
         await connection.exec_driver_sql(f"PREPARE bench_vector_leg AS {compiled}")
@@ -679,7 +679,7 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
         vector = await setup.runtime.embed_query(query.text)
         assert vector is not None
         vectors.append(vector)
-    out: dict[str, Any] = {"pool": pool, "shipped_ef_search": max(40, min(pool, 1000)), "filters": {}}
+    out: dict[str, Any] = {"pool": pool, "shipped_ef_search": max(200, min(pool, 1000)), "filters": {}}
     for label, where in filters.items():
         truths = []
         exact_times = []

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from app.db.models import Role
 from app.services.context import AppContext, Limits
+from app.services.hits import HitService
 from tests.conftest import make_user
 from tests.helpers import Answer, ToolCaller, snapshot
 
@@ -224,3 +225,15 @@ async def test_readers_are_refused_on_the_delete_preview(writer: ToolCaller, rea
         message = "Forbidden: memory_primers action=delete needs the writer role; user 'reader' is a reader"
         assert answer.error == {"message": message, "statusCode": 403, "retryable": False}
     assert await snapshot(writer.context) == before
+
+
+async def test_counting_hits_relaxes_only_its_own_commit(writer: ToolCaller) -> None:
+    """A read call's hit counters commit without waiting for the WAL flush; the next transaction is durable again."""
+    [thought_id] = await thoughts(writer, 1)
+    async with writer.context.db.unit_of_work() as session:
+        assert (await session.execute(text("SHOW synchronous_commit"))).scalar_one() == "on"
+        await HitService(session, Limits().primer_threshold).record([uuid.UUID(thought_id)])
+        assert (await session.execute(text("SHOW synchronous_commit"))).scalar_one() == "off"
+    [(setting,)] = await rows(writer.context, "SHOW synchronous_commit")
+    [(count,)] = await rows(writer.context, "SELECT hit_count FROM thought_hit")
+    assert (setting, count) == ("on", 1)

@@ -18,6 +18,7 @@ from tests.integration.search_support import (
     PROFILE,
     UNRELATED,
     archive,
+    bulk,
     by_id,
     calibrated,
     create,
@@ -66,6 +67,19 @@ async def test_the_lexical_leg_ors_the_query_words(writer: ToolCaller, reader: T
     answer = await search(reader, "descaling kubernetes Fridays", compact=False, min_relevance=1)
     assert set(ids_of(answer)) == {ids["coffee"], ids["lunch"]}
     assert all("bm25" in item["match_source"] for item in answer.items)
+
+
+async def test_rows_holding_every_word_suffice_for_a_page(writer: ToolCaller, reader: ToolCaller) -> None:
+    """The lexical leg takes the rows with every word; rows with some words join only when those are too few."""
+    both = await bulk(writer, ["zebra crossings need a yak permit", "a yak may not use zebra crossings"])
+    [one] = await bulk(writer, ["zebra stripes confuse the flies"])
+    only_anchors = {"compact": False, "min_relevance": 1, "hybrid": True}
+    enough = await search(reader, "zebra yak", limit=2, **only_anchors)
+    assert set(ids_of(enough)) == set(both)
+    assert all(item["match_source"][-1] == "bm25" for item in enough.items)
+    too_few = await search(reader, "zebra yak", limit=3, **only_anchors)
+    assert set(ids_of(too_few)) == {*both, one}
+    assert "bm25" in by_id(too_few)[one]["match_source"]
 
 
 async def test_hybrid_false_is_the_vector_leg_only(writer: ToolCaller, reader: ToolCaller) -> None:
