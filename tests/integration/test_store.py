@@ -563,10 +563,9 @@ async def test_bulk_create_deduplicates_within_the_batch_merging_tags(writer: To
     assert second["thought"]["tags"] == ["a", "b"]
 
 
-async def test_bulk_create_stores_every_vector_in_one_batched_call(
-    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    runtime = writer.context.embedding
+def embedding_calls(caller: ToolCaller, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the passage batches the caller's embedding runtime is asked for, in order."""
+    runtime = caller.context.embedding
     calls: list[int] = []
     original = runtime.embed_passages
 
@@ -575,6 +574,13 @@ async def test_bulk_create_stores_every_vector_in_one_batched_call(
         return await original(texts)
 
     monkeypatch.setattr(runtime, "embed_passages", counting)
+    return calls
+
+
+async def test_bulk_create_stores_every_vector_in_one_batched_call(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = embedding_calls(writer, monkeypatch)
     thoughts = [{"content": f"bulk thought number {n}"} for n in range(100)]
     answer = await bulk(writer, [*thoughts, {"content": ""}])
     assert answer.meta["counts"]["created"] == 100
@@ -592,15 +598,7 @@ async def test_a_large_bulk_create_embeds_in_chunks_inside_its_transaction(
     writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past one chunk the rows to insert embed chunk by chunk (the halving tail), duplicates only once."""
-    runtime = writer.context.embedding
-    calls: list[int] = []
-    original = runtime.embed_passages
-
-    async def counting(texts: Sequence[str]) -> Any:
-        calls.append(len(texts))
-        return await original(texts)
-
-    monkeypatch.setattr(runtime, "embed_passages", counting)
+    calls = embedding_calls(writer, monkeypatch)
     thoughts = [{"content": f"pipelined thought number {n}", "tags": [f"t{n % 3}"]} for n in range(600)]
     answer = await bulk(writer, [*thoughts, {"content": "pipelined thought number 7", "tags": ["again"]}])
     assert answer.meta["counts"] == {"created": 601, "failed": 0, "total": 601, "returned": 601, "filtered_out": 0}
