@@ -30,6 +30,16 @@ class GraphPage:
     total: int
 
 
+@dataclass(frozen=True)
+class NewCluster:
+    member_ids: Sequence[uuid.UUID]
+    content: str
+    tags: list[str]
+    project_id: uuid.UUID
+    vector: list[float] | None = None
+    model_id: str | None = None
+
+
 @dataclass
 class ClusterGroup:
     members: list[ThoughtRecord]
@@ -83,27 +93,32 @@ class ClusterService:
         newest = max(ordered, key=lambda member: member.created_at)
         content = (title or "").strip() or cluster_title(newest)
         target_project = project.id if project is not None else await self._shared_project(ordered)
-        cluster_id = new_id()
-        await self.thoughts.insert_many(
-            [
-                {
-                    "id": cluster_id,
-                    "project_id": target_project,
-                    "content": content,
-                    "status": ThoughtStatus.active,
-                    "tags": normalize_tags(["cluster", *tags]),
-                    "is_cluster": True,
-                    "created_by": self.principal.user_id,
-                    "embedding": vector,
-                    "embedding_model": model_id if vector is not None else None,
-                }
-            ]
-        )
-        edges = EdgeService(self.session, self.principal)
-        created = await edges.link_new_cluster(cluster_id, target_project, [member.id for member in ordered])
-        cluster = await self.thoughts.get(cluster_id)
-        assert cluster is not None
-        return cluster, created, ordered
+        new = NewCluster(unique, content, normalize_tags(["cluster", *tags]), target_project, vector, model_id)
+        [(cluster, edges)] = await self.create_clusters([new])
+        return cluster, edges, ordered
+
+    async def create_clusters(self, clusters: Sequence[NewCluster]) -> list[tuple[ThoughtRecord, list[EdgeRecord]]]:
+        """Cluster thoughts and their member edges, all in a handful of statements (members already checked)."""
+        ids = [new_id() for _ in clusters]
+        rows = [
+            {
+                "id": cluster_id,
+                "project_id": new.project_id,
+                "content": new.content,
+                "status": ThoughtStatus.active,
+                "tags": new.tags,
+                "is_cluster": True,
+                "created_by": self.principal.user_id,
+                "embedding": new.vector,
+                "embedding_model": new.model_id if new.vector is not None else None,
+            }
+            for cluster_id, new in zip(ids, clusters, strict=True)
+        ]
+        await self.thoughts.insert_many(rows)
+        links = [(cluster_id, new.project_id, new.member_ids) for cluster_id, new in zip(ids, clusters, strict=True)]
+        edges = await EdgeService(self.session, self.principal).link_new_clusters(links)
+        created = await self.thoughts.get_many(ids)
+        return [(created[cluster_id], cluster_edges) for cluster_id, cluster_edges in zip(ids, edges, strict=True)]
 
     async def _shared_project(self, members: list[ThoughtRecord]) -> uuid.UUID:
         projects = {member.project_id for member in members}
@@ -152,12 +167,14 @@ class ClusterService:
             groups.append(ClusterGroup(members, projects.pop() if len(projects) == 1 else None, cluster_title(newest)))
         return groups, len(ids)
 
-    async def materialize(self, group: ClusterGroup, vector: list[float] | None, model_id: str | None) -> ClusterGroup:
-        project = None
-        if group.project_id is not None:
-            project = await ProjectRepository(self.session).get(group.project_id)
-        cluster, _, _ = await self.create_cluster(
-            [member.id for member in group.members], group.title, ["auto"], project, vector, model_id
-        )
-        group.cluster = cluster
-        return group
+    async def materialize(self, groups: list[ClusterGroup]) -> None:
+        """Create every group's cluster (in the members' project when they share one, else the default)."""
+        spread = any(group.project_id is None for group in groups)
+        default = (await ProjectRepository(self.session).ensure_default()).id if spread else uuid.UUID(int=0)
+        tags = normalize_tags(["cluster", "auto"])
+        new = [
+            NewCluster([m.id for m in group.members], group.title, tags, group.project_id or default)
+            for group in groups
+        ]
+        for group, (cluster, _) in zip(groups, await self.create_clusters(new), strict=True):
+            group.cluster = cluster

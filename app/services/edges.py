@@ -9,7 +9,8 @@ rows, sorted too: the one lock order that keeps concurrent graph writers free of
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, insert, select, text, update
@@ -17,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
 from app.db.records import EdgeRecord, Principal
-from app.db.repositories.thoughts import id_in
 from app.errors import AppError, bad_request, conflict, not_found
 from app.ids import new_id
 
@@ -110,13 +110,14 @@ class EdgeService:
         assert edge is not None
         return LinkResult(edge, created=True)
 
-    async def link_new_cluster(
-        self, cluster_id: uuid.UUID, project_id: uuid.UUID, member_ids: Sequence[uuid.UUID]
-    ) -> list[EdgeRecord]:
-        """`cluster` edges from a cluster thought created in this transaction to existing members.
+    async def link_new_clusters(
+        self, clusters: Sequence[tuple[uuid.UUID, uuid.UUID, Sequence[uuid.UUID]]]
+    ) -> list[list[EdgeRecord]]:
+        """`cluster` edges from cluster thoughts created in this transaction, given as (id, project, members).
 
-        No other transaction can see the new thought, so none of its pairs can carry an edge or be linked
-        concurrently: the edges go in with one INSERT and the importance bonus with one UPDATE.
+        No other transaction can see the new thoughts, so none of their pairs can carry an edge or be linked
+        concurrently: every edge goes in with one INSERT and the importance bonuses with two UPDATEs, as
+        link() gives them (each member once per link, each cluster once per member, capped at 1).
         """
         rows = [
             {
@@ -127,29 +128,36 @@ class EdgeService:
                 "type": EdgeType.cluster,
                 "created_by": self.principal.user_id,
             }
+            for cluster_id, project_id, member_ids in clusters
             for member_id in member_ids
         ]
         if not rows:
-            return []
+            return [[] for _ in clusters]
         inserted = await self.session.execute(
             insert(Edge).returning(
                 Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at, sort_by_parameter_order=True
             ),
             rows,
         )
-        edges = [edge_record(row) for row in inserted]
-        # One bonus per link, as link() gives it: each member once, the cluster once per member (capped at 1).
+        by_cluster: dict[uuid.UUID, list[EdgeRecord]] = {cluster_id: [] for cluster_id, _, _ in clusters}
+        for row in inserted:
+            by_cluster[row.source_id].append(edge_record(row))
+        members = Counter(member_id for _, _, member_ids in clusters for member_id in member_ids)
+        await self._bump_importance_by(members)
+        await self._bump_importance_by({cluster_id: len(member_ids) for cluster_id, _, member_ids in clusters})
+        return [by_cluster[cluster_id] for cluster_id, _, _ in clusters]
+
+    async def _bump_importance_by(self, links: Mapping[uuid.UUID, int]) -> None:
+        """LINK_IMPORTANCE_BONUS per link for each thought (capped at 1); rows locked in id order."""
+        ids = sorted(links)
         await self.session.execute(
-            update(Thought)
-            .where(id_in(Thought.id, sorted(member_ids)))
-            .values(importance=func.least(1.0, Thought.importance + LINK_IMPORTANCE_BONUS))
+            text(
+                "UPDATE thought SET importance = least(1.0, thought.importance + CAST(:bonus AS float8) * bumps.links) "
+                "FROM unnest(CAST(:ids AS uuid[]), CAST(:links AS int[])) AS bumps(id, links) "
+                "WHERE thought.id = bumps.id AND thought.importance < 1.0"  # at the cap: no new row version
+            ),
+            {"bonus": LINK_IMPORTANCE_BONUS, "ids": ids, "links": [links[thought_id] for thought_id in ids]},
         )
-        await self.session.execute(
-            update(Thought)
-            .where(Thought.id == cluster_id)
-            .values(importance=func.least(1.0, Thought.importance + LINK_IMPORTANCE_BONUS * len(rows)))
-        )
-        return edges
 
     async def _relink(
         self, existing: EdgeRecord, source_id: uuid.UUID, target_id: uuid.UUID, edge_type: EdgeType
@@ -188,9 +196,10 @@ class EdgeService:
         return found
 
     async def _bump_importance(self, *thought_ids: uuid.UUID) -> None:
+        # Rows already at the cap are not rewritten: a new row version re-enters every index (HNSW too).
         await self.session.execute(
             update(Thought)
-            .where(Thought.id.in_(thought_ids))
+            .where(Thought.id.in_(thought_ids), Thought.importance < 1.0)
             .values(importance=func.least(1.0, Thought.importance + LINK_IMPORTANCE_BONUS))
         )
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from app.db.engine import Database
 from app.ids import new_id
+from app.services import jobs
 from app.services.jobs import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY, JobSettings, decay_importance, expire_housekeeping
 from tests.helpers import ToolCaller
 
@@ -144,3 +146,16 @@ async def test_expiry_skips_while_another_transaction_holds_its_lock(writer: Too
     assert await statuses(db) == {due: "pending"}
     assert await expire_housekeeping(db) == 1
     assert await statuses(db) == {due: "expired"}
+
+
+async def test_decay_runs_in_batches_and_records_the_total(writer: ToolCaller, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch commits on its own (no long statement, no long-held row locks); the audit names the total."""
+    db = writer.context.db
+    idle = [await thought(writer, f"Idle thought number {n}") for n in range(5)]
+    monkeypatch.setattr(jobs, "DECAY_BATCH", 2)
+    assert await decay_importance(db, JobSettings(decay_rate=0.5)) == 5
+    assert [await importance(db, t) for t in idle] == [0.5] * 5
+    assert await rows(db, "SELECT details FROM audit_event WHERE tool = 'jobs' AND action = 'importance_decay'") == [
+        ({"decayed": 5},)
+    ]
+    assert await rows(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]

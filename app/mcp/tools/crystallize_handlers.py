@@ -108,8 +108,7 @@ async def auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> ToolAnswer:
             max_distance, min_members, ctx.app.limits.auto_cluster_min_age_days, profile.model_id, probe
         )
         if args.confirm:
-            for group in groups:
-                await service.materialize(group, None, None)
+            await service.materialize(groups)
         else:
             token = await previews.issue(ctx.principal, TOOL, "auto_cluster", previewed_arguments(args))
     items = [
