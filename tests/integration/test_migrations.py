@@ -79,6 +79,10 @@ async def _schema_state(url: str) -> dict[str, Any]:
                     "WHERE n.nspname = 'public' AND p.proname = 'edge_cluster_source_check'"
                 ),
                 "version": version,
+                "extensions": await names("SELECT extname FROM pg_extension WHERE extname <> 'plpgsql'"),
+                "thought_options": await names(
+                    "SELECT unnest(coalesce(reloptions, '{}')) FROM pg_class WHERE relname = 'thought'"
+                ),
             }
     finally:
         await engine.dispose()
@@ -90,6 +94,8 @@ def _assert_at_head(state: dict[str, Any]) -> None:
     assert state["triggers"] == {"edge_cluster_source_check"}
     assert state["functions"] == {"edge_cluster_source_check"}
     assert state["version"] == {HEAD}
+    assert state["extensions"] == {"vector", "btree_gin"}
+    assert state["thought_options"] == {"fillfactor=70"}  # importance updates stay HOT
 
 
 async def test_upgrade_downgrade_upgrade_round_trip(scratch_url: str) -> None:
@@ -104,6 +110,7 @@ async def test_upgrade_downgrade_upgrade_round_trip(scratch_url: str) -> None:
     assert base["enums"] == set()
     assert base["triggers"] == set()
     assert base["functions"] == set()
+    assert base["extensions"] == {"vector"}  # kept: a downgrade does not drop what other schemas may use
 
     await asyncio.to_thread(migrations.upgrade, scratch_url)
     _assert_at_head(await _schema_state(scratch_url))
