@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# The compact shaped thought (the default).
+COMPACT_THOUGHT_KEYS = frozenset({"id", "content", "status", "tags", "project"})
+
 # The full shaped thought (compact=false).
 FULL_THOUGHT_KEYS = frozenset(
     {

@@ -14,13 +14,10 @@ and /api/health-check/fix (admin only).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import dataclasses
 import json
-import socket
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +25,6 @@ from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from sqlalchemy import text
 
@@ -38,13 +32,12 @@ from app.cli import cmd_serve
 from app.config import Settings
 from app.db.engine import Database
 from app.db.models import Base, Role
-from app.embedding.profiles import OFFLINE_MINILM
-from app.main import build_context, create_http_app
 from app.mcp.tools.catalog import ALL_SPECS
 from app.observability import REGISTRY
 from app.services.auth import AuthService
 from app.services.context import AppContext
-from tests.conftest import MODEL_CACHE, make_user
+from tests.conftest import make_user
+from tests.e2e.serving import mcp_session, serving
 from tests.helpers import ToolCaller
 
 # ---------------------------------------------------------------- the expected table
@@ -131,14 +124,6 @@ def test_the_catalog_roles_are_exactly_the_expected_table() -> None:
 # ---------------------------------------------------------------- the server
 
 
-class QuietServer(uvicorn.Server):
-    """A uvicorn server that leaves the test runner's signal handlers alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 @dataclass(frozen=True)
 class Served:
     base_url: str
@@ -167,55 +152,9 @@ class Served:
 @asynccontextmanager
 async def serve(database_url: str, database: Database, data_dir: Path, **overrides: Any) -> AsyncIterator[Served]:
     """`create_http_app` under uvicorn on a free loopback port, with these settings overrides."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    values: dict[str, Any] = {
-        "auth": {"mode": "token"},
-        "database_url": database_url,
-        "embedding": {"model": OFFLINE_MINILM, "cache_dir": MODEL_CACHE},
-        "data_dir": data_dir,
-        "port": port,
-        "pool_size": 2,
-        "jobs": {"enabled": False},  # no background writes between a refused call and its state check
-        **overrides,
-    }
-    settings = Settings(_env_file=None, **values)
-    context = build_context(settings, database_url)
-    app = create_http_app(settings, context)
-    server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve(sockets=[listener]))
-    try:
-        async with asyncio.timeout(30):
-            while not server.started:
-                if task.done():
-                    task.result()
-                    raise RuntimeError("uvicorn stopped before it started")
-                await asyncio.sleep(0.02)
-        assert await context.embedding.wait_ready(30), context.embedding.note
+    # No background writes between a refused call and its state check.
+    async with serving(database_url, data_dir, jobs={"enabled": False}, **overrides) as (port, context):
         yield Served(f"http://127.0.0.1:{port}", port, database, dataclasses.replace(context, db=database))
-    finally:
-        server.should_exit = True
-        try:
-            await asyncio.wait_for(task, 15)
-        except TimeoutError:
-            server.force_exit = True
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        listener.close()
-
-
-@asynccontextmanager
-async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-        streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
 
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import json
-import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,21 +12,16 @@ from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from sqlalchemy import text
 
-from app.config import Settings
 from app.db.engine import Database
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
-from app.main import build_context, create_http_app
 from app.services.auth import AuthService
 from app.services.context import AppContext
-from tests.conftest import MODEL_CACHE
-from tests.contract import FULL_THOUGHT_KEYS
+from tests.contract import COMPACT_THOUGHT_KEYS, FULL_THOUGHT_KEYS
+from tests.e2e.serving import mcp_session, serving
 from tests.helpers import snapshot
 
 TOOL_NAMES = [
@@ -46,14 +38,6 @@ TOOL_NAMES = [
     "memory_guide",
 ]
 NO_CWD = "no cwd — the answer spans every project"
-
-
-class QuietServer(uvicorn.Server):
-    """A uvicorn server that leaves the test runner's signal handlers alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 @dataclass(frozen=True)
@@ -80,62 +64,17 @@ class RunningServer:
 @asynccontextmanager
 async def run_server(database_url: str, database: Database, data_dir: Path) -> AsyncIterator[RunningServer]:
     """`serve` in-process: the app of `create_http_app` under uvicorn on a free loopback port."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    settings = Settings(
-        _env_file=None,  # no developer .env in the test
-        auth={"mode": "token"},
-        database_url=database_url,
-        embedding={"model": OFFLINE_MINILM, "cache_dir": MODEL_CACHE},
-        data_dir=data_dir,
-        port=port,
-        pool_size=2,
-    )
-    context = build_context(settings, database_url)
-    app = create_http_app(settings, context)
-    uvicorn_server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(uvicorn_server.serve(sockets=[listener]))
-    try:
-        async with asyncio.timeout(30):
-            while not uvicorn_server.started:
-                if task.done():
-                    task.result()
-                    raise RuntimeError("uvicorn stopped before it started")
-                await asyncio.sleep(0.02)
-        assert await context.embedding.wait_ready(30), context.embedding.note
+    async with serving(database_url, data_dir) as (port, context):
         token_file = data_dir / "admin.token"
         token = token_file.read_text().strip() if token_file.exists() else ""
         view = dataclasses.replace(context, db=database)
         yield RunningServer(f"http://127.0.0.1:{port}", token, database, view)
-    finally:
-        uvicorn_server.should_exit = True
-        try:
-            await asyncio.wait_for(task, 15)
-        except TimeoutError:
-            uvicorn_server.force_exit = True
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        listener.close()
 
 
 @pytest.fixture
 async def server(database_url: str, clean_database: Database, tmp_path: Path) -> AsyncIterator[RunningServer]:
     async with run_server(database_url, clean_database, tmp_path) as running:
         yield running
-
-
-@asynccontextmanager
-async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
-        streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
 
 
 def payload(result: CallToolResult) -> Any:
@@ -299,7 +238,7 @@ async def test_project_and_thoughts_round_trip(server: RunningServer) -> None:
 
         listed = payload(await session.call_tool("memory_recall", {"action": "list", "limit": 2}))
         assert len(listed["items"]) == 2
-        assert all(set(item) == {"id", "content", "status", "tags", "project"} for item in listed["items"])
+        assert all(set(item) == COMPACT_THOUGHT_KEYS for item in listed["items"])
         assert listed["meta"] == {
             "action": "list",
             "scope": None,

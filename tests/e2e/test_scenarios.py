@@ -19,7 +19,9 @@ from sqlalchemy import text
 
 from app.db.engine import Database
 from app.db.models import Role
-from tests.e2e.test_http import RunningServer, mcp_session, payload, run_server
+from tests.contract import COMPACT_THOUGHT_KEYS
+from tests.e2e.serving import mcp_session
+from tests.e2e.test_http import RunningServer, payload, run_server
 
 NO_CWD = "no cwd — the answer spans every project"
 NO_SLOT_SCOPE = "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
@@ -173,7 +175,7 @@ async def test_scenario_working_on_a_task(server: RunningServer) -> None:
         found = await agent.call("memory_recall", action="search", query="webhook secret for card payments", cwd=SHOP)
         hits = [item["thought"] for item in found["items"]]
         assert hits[0]["id"] == finding["id"]
-        assert set(hits[0]) == {"id", "content", "status", "tags", "project"}  # compact by default
+        assert set(hits[0]) == COMPACT_THOUGHT_KEYS  # compact by default
         assert "The product catalogue is cached for ten minutes" not in [hit["content"] for hit in hits]
         assert found["meta"]["counts"]["filtered_out"] >= 1  # the unrelated note is gated out
         assert found["meta"]["scope"] == shop_scope(project)

@@ -13,7 +13,7 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
-from tests.contract import FULL_THOUGHT_KEYS
+from tests.contract import COMPACT_THOUGHT_KEYS, FULL_THOUGHT_KEYS
 from tests.helpers import ToolCaller, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
@@ -342,7 +342,7 @@ async def test_auto_cluster_previews_with_a_token_and_writes_nothing(writer: Too
     for group in groups:
         assert set(group) == {"title", "project_id", "cluster_id", "members"}
         assert group["cluster_id"] is None
-        assert all(set(member) == {"id", "content", "status", "tags", "project"} for member in group["members"])
+        assert all(set(member) == COMPACT_THOUGHT_KEYS for member in group["members"])
         assert [m["id"] for m in group["members"]] == sorted(m["id"] for m in group["members"])
     billing_group = next(g for g in groups if g["members"][0]["project"] == "Ops")
     ops_id = (await rows(writer, "SELECT id::text FROM project WHERE name = 'Ops'"))[0][0]

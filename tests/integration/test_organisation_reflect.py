@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.contract import COMPACT_THOUGHT_KEYS
 from tests.helpers import ToolCaller, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
@@ -286,7 +287,7 @@ async def test_timeline_pages_thoughts_newest_first(writer: ToolCaller, reader: 
     everywhere = await reader.ok("memory_reflect", {"action": "timeline", "compact": True})
     assert everywhere.meta["scope"] is None and everywhere.meta["warnings"] == [NO_CWD]
     assert everywhere.meta["counts"]["total"] == 6
-    assert all(set(item) == {"id", "content", "status", "tags", "project"} for item in everywhere.items)
+    assert all(set(item) == COMPACT_THOUGHT_KEYS for item in everywhere.items)
     for limit in (0, 501):
         refused = await reader("memory_reflect", {"action": "timeline", "limit": limit})
         assert refused.text.startswith("Invalid argument 'limit' for memory_reflect action=timeline")

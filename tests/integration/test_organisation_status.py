@@ -14,7 +14,7 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.main import settings_view
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
-from tests.contract import FULL_THOUGHT_KEYS
+from tests.contract import COMPACT_THOUGHT_KEYS, FULL_THOUGHT_KEYS
 from tests.helpers import ToolCaller, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
@@ -267,7 +267,7 @@ async def test_frontier_priority_blocking_order_and_exclusions(writer: ToolCalle
 
     page = await reader.ok("memory_status", {"action": "frontier", "cwd": cwd, "limit": 2, "compact": True})
     assert [item["thought"]["id"] for item in page.items] == [row["id"] for row, *_ in expected[:2]]
-    assert all(set(item["thought"]) == {"id", "content", "status", "tags", "project"} for item in page.items)
+    assert all(set(item["thought"]) == COMPACT_THOUGHT_KEYS for item in page.items)
     assert page.meta["counts"] == {"total": 7, "returned": 2, "filtered_out": 5}
 
     everywhere = await reader.ok("memory_status", {"action": "frontier"})

@@ -11,21 +11,10 @@ import pytest
 from sqlalchemy import text
 
 from app.services.context import AppContext
+from tests.contract import COMPACT_THOUGHT_KEYS as COMPACT_KEYS
+from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS
 from tests.helpers import Answer, ToolCaller, count_rows, snapshot
 
-COMPACT_KEYS = {"id", "content", "status", "tags", "project"}
-FULL_KEYS = COMPACT_KEYS | {
-    "project_id",
-    "importance",
-    "is_protected",
-    "is_global",
-    "is_cluster",
-    "surface_after",
-    "archived_at",
-    "created_by",
-    "created_at",
-    "updated_at",
-}
 EDGE_KEYS = {"id", "source_id", "target_id", "type", "created_at"}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 NO_CWD = "no cwd — the answer spans every project"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import MODEL_CACHE
+from tests.contract import COMPACT_THOUGHT_KEYS
 from tests.helpers import ToolCaller, count_rows
 from tests.integration.search_support import (
     CORPUS,
@@ -46,7 +47,7 @@ async def test_context_by_query_is_the_best_match_and_its_neighbourhood(writer: 
     item = answer.item
     assert set(item) == {"thought", "chain"}
     assert item["thought"]["id"] == ids["lunch"]
-    assert set(item["thought"]) == {"id", "content", "status", "tags", "project"}  # compact by default
+    assert set(item["thought"]) == COMPACT_THOUGHT_KEYS  # compact by default
     assert set(item["chain"]) == {"upstream", "downstream"}
     [up] = item["chain"]["upstream"]
     [down] = item["chain"]["downstream"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.contract import COMPACT_THOUGHT_KEYS as COMPACT_KEYS
 from tests.helpers import ToolCaller
 from tests.integration.search_support import (
     CORPUS,
@@ -17,7 +18,6 @@ from tests.integration.search_support import (
     seed_corpus,
 )
 
-COMPACT_KEYS = {"id", "content", "status", "tags", "project"}
 SCORE_KEYS = {"similarity", "distance", "rrf_score", "bm25_score", "relevance", "recency_score", "final_score"}
 
 # ---------------------------------------------------------------- per-item keys

@@ -15,11 +15,11 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.services.context import AppContext
 from app.services.store import insert_chunk_sizes
 from tests.conftest import MODEL_CACHE
+from tests.contract import COMPACT_THOUGHT_KEYS as COMPACT_KEYS
 from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS
 from tests.helpers import Answer, ToolCaller, count_rows, snapshot
 from tests.integration.search_support import degraded_caller
 
-COMPACT_KEYS = {"id", "content", "status", "tags", "project"}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 ARCHIVE_HINT = "memory_supersede action=archive"
 
