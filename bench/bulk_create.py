@@ -33,16 +33,13 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -67,6 +64,7 @@ from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
+from bench.common import cpu_times, free_port, machine, wait_ready
 
 TARGET_OVERHEAD = 0.20
 CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -313,30 +311,6 @@ async def dispatch_transport(
         await db.dispose()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
-                embedder = json.load(response)["checks"]["embedder"]
-                if embedder["state"] == "ready":
-                    return
-                if embedder["state"] in ("fallback", "unavailable"):
-                    raise SystemExit(f"server embedder {embedder}")
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit("the server did not become ready")
-
-
 def _start_server(port: int, env: dict[str, str], log_file: Path) -> subprocess.Popen[bytes]:
     """`synaptomind serve` exactly as a deployment starts it (its log goes to `log_file`)."""
     with log_file.open("wb") as log:
@@ -356,7 +330,7 @@ async def http_transport(url: str, token: str, cache_dir: Path, work_dir: Path) 
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "SYNAPTO_DATABASE_URL": url,
@@ -368,7 +342,7 @@ async def http_transport(url: str, token: str, cache_dir: Path, work_dir: Path) 
     server = _start_server(port, env, work_dir / "server.log")
     base = f"http://127.0.0.1:{port}"
     try:
-        await asyncio.to_thread(_wait_ready, base, server)
+        await asyncio.to_thread(wait_ready, base, server)
         timeout = httpx2.Timeout(30, read=900)
         async with (
             create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as http,
@@ -390,20 +364,10 @@ async def http_transport(url: str, token: str, cache_dir: Path, work_dir: Path) 
 # ---------------------------------------------------------------- main
 
 
-def _cpu_times() -> tuple[int, int] | None:
-    """(busy, total) jiffies of the whole machine, or None off Linux."""
-    try:
-        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields) - idle, sum(fields)
-
-
 def _busy_share(seconds: float) -> float | None:
-    before = _cpu_times()
+    before = cpu_times()
     time.sleep(seconds)
-    after = _cpu_times()
+    after = cpu_times()
     if before is None or after is None or after[1] == before[1]:
         return None
     return (after[0] - before[0]) / (after[1] - before[1])
@@ -425,17 +389,6 @@ async def wait_for_quiet(threshold: float, max_wait: float) -> None:
         if not announced:
             print(f"  waiting for a quiet machine ({share:.0%} CPU busy)")
             announced = True
-
-
-def machine() -> str:
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        memory = float("nan")
-    return (
-        f"{os.cpu_count()} cores, {memory:.0f} GiB RAM, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.machine()}"
-    )
 
 
 async def server_version(url: str) -> str:

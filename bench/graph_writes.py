@@ -49,7 +49,8 @@ from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
-from bench.bulk_create import machine, server_version, wait_for_quiet
+from bench.bulk_create import server_version, wait_for_quiet
+from bench.common import machine
 
 BATCH = 1000
 LINK_THOUGHTS = 46  # 46 · 45 / 2 = 1035 pairs ≥ 1000

@@ -29,10 +29,8 @@ import contextlib
 import json
 import logging
 import os
-import platform
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -58,6 +56,7 @@ from app.db.embedded import EmbeddedPostgres
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
 from app.services.auth import AuthService
+from bench.common import free_port, machine
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CALL_TIMEOUT = 60.0  # one call, whatever happens
@@ -493,12 +492,6 @@ async def run_worker(worker: Worker, deadline: float, max_calls: int, stop: asyn
 # ---------------------------------------------------------------- servers
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def cache_dir() -> Path:
     return Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", DEFAULT_CACHE_DIR)).expanduser()
 
@@ -912,14 +905,6 @@ def summarize(run: RunResult) -> dict[str, Any]:
         "unclassified_examples": [f"{o.action}: {o.status} {o.detail}" for o in unclassified[:5]],
         "acknowledged": run.ledger.counts(),
     }
-
-
-def machine() -> str:
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        memory = float("nan")
-    return f"{os.cpu_count()} cores, {memory:.0f} GiB RAM, Python {platform.python_version()}, {platform.system()}"
 
 
 def print_report(report: dict[str, Any]) -> None:

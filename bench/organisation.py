@@ -44,6 +44,7 @@ from app.db.engine import Database, build_engine
 from app.embedding.profiles import OFFLINE_MINILM, profile_for
 from app.services.context import AppContext, Limits
 from app.services.health import CHECKS, DETAIL_LIMIT
+from bench.common import machine
 from bench.dataset import (
     PROJECTS,
     Dataset,
@@ -54,7 +55,7 @@ from bench.dataset import (
     tool_caller,
     untimed,
 )
-from bench.search import CpuMeter, machine, versions
+from bench.search import CpuMeter, versions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -31,16 +31,13 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -66,6 +63,7 @@ from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 from app.services.scope import resolve_read_scope
 from app.services.search import SearchQuery, pool_size
+from bench.common import cpu_times, free_port, machine, wait_ready
 from bench.dataset import (
     PROJECTS,
     Dataset,
@@ -108,15 +106,6 @@ def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
-def _cpu_times() -> tuple[int, int] | None:
-    try:
-        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields) - idle, sum(fields)
-
-
 class CpuMeter:
     """CPU seconds of this process, the server subprocess and the embedded PostgreSQL, and of the machine."""
 
@@ -150,7 +139,7 @@ class CpuMeter:
                 ticks[("server", pid)] = used
             elif postmaster is not None and (pid == postmaster or parent == postmaster):
                 ticks[("postgres", pid)] = used
-        return {"ticks": ticks, "machine": _cpu_times(), "wall": time.perf_counter()}
+        return {"ticks": ticks, "machine": cpu_times(), "wall": time.perf_counter()}
 
     def since(self, before: dict[str, Any]) -> dict[str, Any]:
         """CPU seconds per role since `before` (a process that ended in between is lost: a small undercount)."""
@@ -169,11 +158,6 @@ class CpuMeter:
             result["others_cpu_s"] = round(max(0.0, machine_busy_s - sum(cpu.values())), 2)
         result["load1"] = round(os.getloadavg()[0], 2)
         return result
-
-
-def machine() -> str:
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores, {memory:.0f} GiB RAM, Python {platform.python_version()}, {platform.machine()}"
 
 
 async def versions(db: Database) -> str:
@@ -258,30 +242,6 @@ class StatementClock:
 
 
 # ---------------------------------------------------------------- the HTTP server and clients
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
-                state = json.load(response)["checks"]["embedder"]["state"]
-                if state == "ready":
-                    return
-                if state in ("fallback", "unavailable"):
-                    raise SystemExit(f"server embedder {state}")
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit("the server did not become ready")
 
 
 def start_server(port: int, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
