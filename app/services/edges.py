@@ -196,12 +196,7 @@ class EdgeService:
         return found
 
     async def _bump_importance(self, *thought_ids: uuid.UUID) -> None:
-        # Rows already at the cap are not rewritten: a new row version re-enters every index (HNSW too).
-        await self.session.execute(
-            update(Thought)
-            .where(Thought.id.in_(thought_ids), Thought.importance < 1.0)
-            .values(importance=func.least(1.0, Thought.importance + LINK_IMPORTANCE_BONUS))
-        )
+        await self._bump_importance_by(Counter(thought_ids))
 
     async def delete(self, edge_id: uuid.UUID) -> bool:
         result = await self.session.execute(delete(Edge).where(Edge.id == edge_id))

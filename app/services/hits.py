@@ -58,6 +58,6 @@ class HitService:
         if fresh:
             await self.session.execute(
                 update(Thought)
-                .where(Thought.id.in_(fresh))
+                .where(Thought.id.in_(fresh), Thought.importance < 1.0)  # at the cap: no new row version
                 .values(importance=func.least(1.0, Thought.importance + PROMOTION_BONUS))
             )

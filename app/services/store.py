@@ -214,9 +214,10 @@ class StoreService:
         self, inserts: list[dict[str, Any]], embedding: EmbeddingRuntime, project_name: str
     ) -> list[ThoughtRecord]:
         chunks: list[list[dict[str, Any]]] = []
+        start = 0
         for size in insert_chunk_sizes(len(inserts)):
-            start = sum(len(chunk) for chunk in chunks)
             chunks.append(inserts[start : start + size])
+            start += size
         texts = [[row["content"] for row in chunk] for chunk in chunks]
         inserted: list[ThoughtRecord] = []
         index = 0
