@@ -52,7 +52,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from app.db.engine import Database, build_engine
 from app.db.models import Role, Thought, ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.search import SearchFilter, SearchRepository
+from app.db.repositories.search import SearchFilter, SearchRepository, hnsw_ef_search
 from app.db.vector import register_vector_codec
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
@@ -444,7 +444,7 @@ async def explain(db: Database, vector: Sequence[float], where: SearchFilter, po
     arguments = ", ".join(_literal(compiled.params[name]) for name in names)
     async with db.unit_of_work() as session:
         await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        await session.execute(text(f"SET LOCAL hnsw.ef_search = {max(200, min(pool, 1000))}"))
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {hnsw_ef_search(pool)}"))
         await session.execute(text(f"SET LOCAL plan_cache_mode = force_{mode}_plan"))
         connection = await session.connection()
         await connection.exec_driver_sql(f"PREPARE bench_vector_leg AS {compiled}")
@@ -639,7 +639,7 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
         vector = await setup.runtime.embed_query(query.text)
         assert vector is not None
         vectors.append(vector)
-    out: dict[str, Any] = {"pool": pool, "shipped_ef_search": max(200, min(pool, 1000)), "filters": {}}
+    out: dict[str, Any] = {"pool": pool, "shipped_ef_search": hnsw_ef_search(pool), "filters": {}}
     for label, where in filters.items():
         truths = []
         exact_times = []

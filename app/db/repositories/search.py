@@ -25,6 +25,11 @@ ANY_WORD_CAP = 300
 SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for bench scripts
 
 
+def hnsw_ef_search(pool: int) -> int:
+    """The HNSW candidate list for a pool: at 100 k thoughts with m 12, 100 recalled 0.976 and 200 0.994 (+0.3 ms)."""
+    return max(200, min(pool, 1000))
+
+
 class LegRow(NamedTuple):
     """One candidate of a retrieval leg: cosine distance (vector leg) or ts_rank_cd (lexical leg)."""
 
@@ -49,8 +54,7 @@ class SearchRepository:
 
     async def vector_leg(self, vector: Sequence[float], model_id: str, where: SearchFilter, pool: int) -> list[LegRow]:
         """Nearest first by cosine distance; filters run inside the HNSW scan (iterative scan on)."""
-        # At 100 k thoughts with m 12, ef_search 100 measured recall@10 0.976, 200 measured 0.994 for +0.3 ms.
-        ef_search = str(max(200, min(pool, 1000)))
+        ef_search = str(hnsw_ef_search(pool))
         await self.session.execute(
             select(
                 func.set_config("hnsw.iterative_scan", "relaxed_order", True),
