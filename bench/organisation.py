@@ -173,23 +173,24 @@ ELIGIBLE = (
 )
 
 # The pairs statement of ClusterService.auto_groups (app/services/clusters.py), and two rewrites.
+HALF_A, HALF_B, HALF_B2 = ("a.embedding::halfvec(384)", "b.embedding::halfvec(384)", "b2.embedding::halfvec(384)")
 AUTO_CLUSTER_PAIRS = {
     "shipped": (
         "SELECT a.id AS a, n.id AS b FROM thought a CROSS JOIN LATERAL ("
         " SELECT b.id FROM thought b WHERE b.id = ANY(:ids) AND b.id <> a.id AND b.embedding_model = :model"
-        " ORDER BY b.embedding <=> a.embedding LIMIT 10) n"
-        " JOIN thought b2 ON b2.id = n.id WHERE a.id = ANY(:ids) AND (a.embedding <=> b2.embedding) < :max_distance"
+        f" ORDER BY {HALF_B} <=> {HALF_A} LIMIT 10) n"
+        f" JOIN thought b2 ON b2.id = n.id WHERE a.id = ANY(:ids) AND ({HALF_A} <=> {HALF_B2}) < :max_distance"
     ),
     "distance in the lateral": (
         "SELECT a.id AS a, n.id AS b FROM thought a CROSS JOIN LATERAL ("
-        " SELECT b.id, b.embedding <=> a.embedding AS d FROM thought b"
+        f" SELECT b.id, {HALF_B} <=> {HALF_A} AS d FROM thought b"
         " WHERE b.id = ANY(:ids) AND b.id <> a.id AND b.embedding_model = :model"
-        " ORDER BY b.embedding <=> a.embedding LIMIT 10) n WHERE a.id = ANY(:ids) AND n.d < :max_distance"
+        f" ORDER BY {HALF_B} <=> {HALF_A} LIMIT 10) n WHERE a.id = ANY(:ids) AND n.d < :max_distance"
     ),
     "eligibility outside the lateral": (
         "SELECT a.id AS a, n.id AS b FROM thought a CROSS JOIN LATERAL ("
-        " SELECT b.id, b.embedding <=> a.embedding AS d FROM thought b"
-        " WHERE b.id <> a.id AND b.embedding_model = :model ORDER BY b.embedding <=> a.embedding LIMIT 10) n"
+        f" SELECT b.id, {HALF_B} <=> {HALF_A} AS d FROM thought b"
+        f" WHERE b.id <> a.id AND b.embedding_model = :model ORDER BY {HALF_B} <=> {HALF_A} LIMIT 10) n"
         " WHERE a.id = ANY(:ids) AND n.d < :max_distance AND n.id = ANY(:ids)"
     ),
 }

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgvector import Vector as PgVector
 from sqlalchemy import event, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
@@ -53,7 +54,8 @@ from app.db.engine import Database, build_engine
 from app.db.models import Role, Thought, ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchFilter, SearchRepository, hnsw_ef_search
-from app.db.vector import register_vector_codec
+from app.db.repositories.thoughts import id_in
+from app.db.vector import index_distance, register_vector_codec
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
@@ -365,9 +367,12 @@ async def run_http(mcp_url: str, token: str, calls: list[dict[str, Any]], client
 # ---------------------------------------------------------------- vector-leg statements for recall
 
 
-def vector_statement(vector: Sequence[float], where: SearchFilter, pool: int) -> Any:
-    """The shipped vector leg's SELECT (app/db/repositories/search.py), without its SET LOCALs."""
-    distance = Thought.embedding.cosine_distance(list(vector))
+def vector_statement(vector: Sequence[float], where: SearchFilter, pool: int, *, exact: bool = False) -> Any:
+    """The shipped vector leg's SELECT (app/db/repositories/search.py), without its SET LOCALs.
+
+    exact: order by the full-precision distance (the ground truth) instead of the index's half-precision one.
+    """
+    distance = Thought.embedding.cosine_distance(list(vector)) if exact else index_distance(Thought.embedding, vector)
     return (
         select(Thought.id, distance.label("distance"))
         .where(Thought.embedding_model == OFFLINE_MINILM, *where.clauses())
@@ -379,7 +384,7 @@ def vector_statement(vector: Sequence[float], where: SearchFilter, pool: int) ->
 async def exact(session: AsyncSession, vector: Sequence[float], where: SearchFilter, pool: int) -> list[Any]:
     await session.execute(text("SET LOCAL enable_indexscan = off"))
     await session.execute(text("SET LOCAL enable_bitmapscan = off"))
-    rows = (await session.execute(vector_statement(vector, where, pool))).all()
+    rows = (await session.execute(vector_statement(vector, where, pool, exact=True))).all()
     return sorted(((row.id, float(row.distance)) for row in rows), key=lambda row: row[1])
 
 
@@ -410,6 +415,18 @@ async def approximate(
     return sorted(((row.id, float(row.distance)) for row in result), key=lambda row: row[1]), seconds
 
 
+async def full_precision(session: AsyncSession, vector: Sequence[float], found: Sequence[Any]) -> list[Any]:
+    """The found rows in their order, with the full-precision distance the exact search ranks by.
+
+    The index ranks by half-precision distances (within ~1e-3); recall compares both in one metric, or a
+    tie of many equally near rows at the k-th distance would count as misses.
+    """
+    distance = Thought.embedding.cosine_distance(list(vector))
+    statement = select(Thought.id, distance.label("distance")).where(id_in(Thought.id, [row[0] for row in found]))
+    exact_distance = {row.id: float(row.distance) for row in await session.execute(statement)}
+    return [(row[0], exact_distance[row[0]]) for row in found]
+
+
 def recall_at(found: list[Any], truth: list[Any], k: int) -> float:
     """Share of the exact top-k found in the approximate top-k (a tie at the k-th distance counts)."""
     if not truth:
@@ -423,6 +440,8 @@ def recall_at(found: list[Any], truth: list[Any], k: int) -> float:
 
 
 def _literal(value: Any) -> str:
+    if isinstance(value, PgVector):
+        value = value.to_list()
     if isinstance(value, list | tuple) and len(value) > 16:
         return "'[" + ",".join(repr(float(x)) for x in value) + "]'"
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -656,6 +675,7 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
             for vector, truth in zip(vectors, truths, strict=True):
                 async with setup.db.unit_of_work() as session:
                     found, seconds = await approximate(session, vector, where, pool, ef, plan)
+                    found = await full_precision(session, vector, found)
                 r10.append(recall_at(found, truth, 10))
                 r100.append(recall_at(found, truth, pool))
                 times.append(seconds)

@@ -8,16 +8,23 @@ Two halves that belong together: `EmbeddingVector` hands asyncpg a pgvector `Vec
 `register_vector_codec` (run by `build_engine` on every new connection) tells asyncpg to send
 and read the `vector` type in binary. Engines not built by `build_engine` (Alembic's own) keep
 the text format; the column type falls back to text on every other driver.
+
+The HNSW index holds the vectors in half precision (migration 0005): `index_distance` is the
+expression a query must order by for PostgreSQL to use it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgvector import Vector
-from pgvector.sqlalchemy import VECTOR
+from pgvector.sqlalchemy import HALFVEC, VECTOR
+from sqlalchemy import ColumnElement, cast, literal
 from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import QueryableAttribute
+
+EMBEDDING_DIM = 384
 
 _VECTOR_SCHEMA = (
     "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE t.typname = 'vector'"
@@ -58,3 +65,23 @@ async def register_vector_codec(connection: Any) -> None:
     await connection.set_type_codec(
         "vector", schema=schema, encoder=_encode, decoder=Vector.from_binary, format="binary"
     )
+
+
+def half(expression: ColumnElement[Any] | QueryableAttribute[Any]) -> ColumnElement[Any]:
+    """A vector expression cast to half precision, as the HNSW index stores it."""
+    return cast(expression, HALFVEC(EMBEDDING_DIM))
+
+
+def index_distance(
+    column: ColumnElement[Any] | QueryableAttribute[Any], vector: Sequence[float] | ColumnElement[Any]
+) -> ColumnElement[float]:
+    """Cosine distance in half precision: the expression `ix_thought_embedding_hnsw` serves.
+
+    Half precision halves the index and costs ~40 % less per insert, which pays for a better-connected
+    graph (migration 0005); distances stay within ~1e-3 of the full-precision ones. A query vector is
+    sent as `vector` (binary codec) and cast on the server.
+    """
+    if not isinstance(vector, ColumnElement):
+        vector = cast(literal(Vector(list(vector)), EmbeddingVector(EMBEDDING_DIM)), VECTOR(EMBEDDING_DIM))
+    distance: ColumnElement[float] = half(column).cosine_distance(half(vector))
+    return distance

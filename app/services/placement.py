@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import thought_select
+from app.db.vector import index_distance
 from app.services.text import jaccard, normalised
 
 CANDIDATE_POOL = 100
@@ -101,7 +102,7 @@ class PlacementEngine:
     ) -> list[tuple[ThoughtRecord, float]]:
         if subject.vector is None or model_id is None:
             return []
-        distance = Thought.embedding.cosine_distance(subject.vector)
+        distance = index_distance(Thought.embedding, subject.vector)
         statement = (
             thought_select()
             .add_columns(distance.label("distance"))

@@ -54,7 +54,8 @@ async def _plan_uses_hnsw(reader: ToolCaller, project_id: str) -> bool:
         plan = await session.execute(
             text(
                 "EXPLAIN SELECT id FROM thought WHERE embedding_model = :model AND project_id = :project "
-                "AND status = 'active' ORDER BY embedding <=> CAST(:vector AS vector) LIMIT 100"
+                "AND status = 'active' "
+                "ORDER BY embedding::halfvec(384) <=> CAST(:vector AS vector)::halfvec(384) LIMIT 100"
             ),
             {"model": PROFILE.model_id, "project": project_id, "vector": literal},
         )

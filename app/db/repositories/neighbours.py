@@ -23,10 +23,10 @@ _PAIRS = text(
     SELECT a.id AS a, n.id AS b
     FROM thought a
     CROSS JOIN LATERAL (
-        SELECT b.id, b.embedding <=> a.embedding AS distance
+        SELECT b.id, b.embedding::halfvec(384) <=> a.embedding::halfvec(384) AS distance
         FROM thought b
         WHERE b.embedding_model = :model AND b.id <> a.id
-        ORDER BY b.embedding <=> a.embedding
+        ORDER BY b.embedding::halfvec(384) <=> a.embedding::halfvec(384)  -- the HNSW index's expression
         LIMIT :neighbours
     ) n
     WHERE a.id = ANY(:ids) AND a.embedding_model = :model AND n.distance < :max_distance

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import ThoughtFilter, id_in, thought_select, to_record
+from app.db.vector import index_distance
 
 # A very common word can match most of a project, so the leg ranks at most this many matching rows. Measured at
 # 100 k thoughts: rows holding every word are few (p95 ~600), and for the OR match 300 agrees with the uncapped
@@ -61,7 +62,7 @@ class SearchRepository:
                 func.set_config("hnsw.ef_search", ef_search, True),
             )
         )
-        distance = Thought.embedding.cosine_distance(list(vector))
+        distance = index_distance(Thought.embedding, vector)
         statement = (
             select(Thought.id, distance.label("distance"), Thought.created_at)
             .where(Thought.embedding_model == model_id, *where.clauses())
@@ -109,7 +110,7 @@ class SearchRepository:
         if vector is None:
             distance: Any = literal(None)
         else:
-            cosine = Thought.embedding.cosine_distance(list(vector))
+            cosine = index_distance(Thought.embedding, vector)  # the same numbers as the vector leg's
             distance = case((Thought.embedding_model == model_id, cosine), else_=None)
         statement = thought_select().add_columns(distance.label("distance")).where(id_in(Thought.id, thought_ids))
         found: dict[uuid.UUID, tuple[ThoughtRecord, float | None]] = {}
