@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Dialect, ExceptionContext
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
-from app.db.vector import register_vector_codec
+from app.db.vector import configure_vector_session
 
 CONNECT_TIMEOUT_SECONDS = 5  # an unreachable server fails the call fast instead of hanging in connect
 
@@ -22,7 +22,6 @@ def build_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         pool_timeout=10,
         connect_args={
             "command_timeout": 60,
@@ -31,6 +30,7 @@ def build_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         },
     )
     event.listen(engine.sync_engine, "connect", _on_connect)
+    event.listen(engine.sync_engine, "checkout", _refuse_closed)
     event.listen(engine.sync_engine, "do_connect", _connect_or_operational_error)
     event.listen(engine.sync_engine, "handle_error", _mark_server_gone)
     return engine
@@ -76,8 +76,20 @@ def is_unavailable(error: BaseException) -> bool:
 
 
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-    """Vectors travel in binary on every connection of the app's pool (app.db.vector)."""
-    dbapi_connection.run_async(register_vector_codec)
+    """Vectors travel in binary and HNSW scans run with the app's settings on every pooled connection."""
+    dbapi_connection.run_async(configure_vector_session)
+
+
+def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """The pool's pre-ping without a round trip: hand out no connection the server has closed.
+
+    asyncpg sees the server close a pooled connection (a restart, an idle timeout) as soon as the event loop
+    reads the socket's end; SQLAlchemy's pre-ping would instead spend three round trips (BEGIN, ping,
+    ROLLBACK) on every checkout. A connection lost silently (no FIN) fails its first statement, which the
+    tool boundary answers as a retryable 503, and the pool replaces it.
+    """
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("connection closed by the server")
 
 
 class Database:
@@ -92,6 +104,14 @@ class Database:
         """Commits when the block ends normally, rolls back when it raises."""
         async with self._sessions() as session, session.begin():
             yield session
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncSession]:
+        """A session whose statements commit one by one: for a lone read, no BEGIN / COMMIT round trips."""
+        async with self.engine.connect() as connection:
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            async with AsyncSession(bind=connection) as session:
+                yield session
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -68,7 +68,7 @@ class BearerAuthMiddleware:
         if scheme.lower() != "bearer" or not token.strip():
             return None
         try:
-            async with self.context.db.unit_of_work() as session:
+            async with self.context.db.autocommit() as session:  # one SELECT: no transaction around it
                 return await AuthService(session).verify(token.strip())
         except Exception as error:
             if is_unavailable(error):  # an outage is not a bad token: answer a retryable 503, not 401

@@ -30,8 +30,12 @@ class HitService:
         ids = sorted(set(thought_ids))  # a stable lock order keeps concurrent callers deadlock-free
         if not ids:
             return
-        await self.session.execute(select(func.set_config("synchronous_commit", "off", True)))
-        source = select(Thought.id, Thought.project_id, literal(1)).where(Thought.id.in_(ids)).order_by(Thought.id)
+        # The SET LOCAL rides in this statement's WHERE (evaluated on the rows it counts) to save a round trip;
+        # with no row matched nothing is written and the commit has nothing to flush anyway.
+        relaxed = func.set_config("synchronous_commit", "off", True) == "off"
+        source = (
+            select(Thought.id, Thought.project_id, literal(1)).where(Thought.id.in_(ids), relaxed).order_by(Thought.id)
+        )
         statement = (
             pg_insert(ThoughtHit)
             .from_select(["thought_id", "project_id", "hit_count"], source)

@@ -205,9 +205,8 @@ class SearchService:
         total = len(candidates)
         gate = self.default_gate if query.min_relevance is None else query.min_relevance
         kept = [candidate for candidate in candidates if self._passes(candidate, gate)]
-        hits = await self._hits(kept[: query.limit], vector)
         mode: Literal["flag", "off"] = "flag" if query.supersession_mode == "suppress" else query.supersession_mode
-        await self._annotate(hits, mode, query.contradiction_mode)
+        hits = await self._hits(kept[: query.limit], vector, mode, query.contradiction_mode)
         # Standing re-orders the page, not the pool: sorting the whole over-fetched pool would push every
         # flagged hit behind every current candidate, i.e. out of the page (flag acting as suppress).
         hits.sort(key=lambda hit: STANDING_ORDER[hit.standing])  # stable: keeps score order inside a group
@@ -249,22 +248,33 @@ class SearchService:
                 candidate.final_score += query.recency_weight * candidate.recency_score
         return sorted(candidates.values(), key=lambda candidate: (-candidate.final_score, str(candidate.id)))
 
-    async def _hits(self, page: list[Candidate], vector: Vector | None) -> list[Hit]:
-        """The page's thoughts, read in one query with the distances the lexical leg did not have."""
+    async def _hits(
+        self,
+        page: list[Candidate],
+        vector: Vector | None,
+        supersession: Literal["flag", "off"],
+        contradiction: Literal["flag", "off"],
+    ) -> list[Hit]:
+        """The page's thoughts, read in one query with their standing edges and the distances the lexical leg
+        did not have."""
         profile = self.embedding.profile
         model_id = profile.model_id if profile is not None else None
-        records = await self.repo.records([candidate.id for candidate in page], vector, model_id)
+        rows = await self.repo.page([candidate.id for candidate in page], vector, model_id)
         hits: list[Hit] = []
         for candidate in page:
-            record, distance = records[candidate.id]
-            if candidate.distance is not None:
-                distance = candidate.distance
+            row = rows[candidate.id]
+            distance = row.distance if candidate.distance is None else candidate.distance
             similarity = None if distance is None else 1.0 - distance
-            hit = Hit(thought=record, match_source=candidate.match_source, similarity=similarity)
+            hit = Hit(thought=row.record, match_source=candidate.match_source, similarity=similarity)
             hit.rrf_score, hit.bm25_score = candidate.rrf_score, candidate.bm25_score
             hit.final_score, hit.recency_score = candidate.final_score, candidate.recency_score
             hit.relevance = None if similarity is None else self.calibration.relevance(similarity)
             hit.low_confidence = not hit.anchored and self.calibration.is_weak(similarity)
+            set_standing(
+                hit,
+                row.superseded_by if supersession == "flag" else [],
+                row.contradicted_by if contradiction == "flag" else [],
+            )
             hits.append(hit)
         return hits
 
@@ -277,19 +287,23 @@ class SearchService:
     async def _annotate(
         self, hits: list[Hit], supersession: Literal["flag", "off"], contradiction: Literal["flag", "off"]
     ) -> None:
-        by_id = {hit.thought.id: hit for hit in hits}
+        by_id: dict[uuid.UUID, tuple[list[uuid.UUID], list[uuid.UUID]]] = {hit.thought.id: ([], []) for hit in hits}
         for source, target, edge_type in await self.repo.standing_edges(list(by_id)):
             if edge_type == EdgeType.replaces and supersession == "flag" and target in by_id:
-                by_id[target].superseded_by.append(source)
+                by_id[target][0].append(source)
             if edge_type == EdgeType.contradicts and contradiction == "flag":
                 if target in by_id:
-                    by_id[target].contradicted_by.append(source)
+                    by_id[target][1].append(source)
                 if source in by_id:
-                    by_id[source].contradicted_by.append(target)
+                    by_id[source][1].append(target)
         for hit in hits:
-            hit.superseded_by.sort()
-            hit.contradicted_by.sort()
-            if hit.superseded_by:
-                hit.standing = "superseded"
-            elif hit.contradicted_by:
-                hit.standing = "contradicted"
+            set_standing(hit, *by_id[hit.thought.id])
+
+
+def set_standing(hit: Hit, superseded_by: list[uuid.UUID], contradicted_by: list[uuid.UUID]) -> None:
+    """Flag a hit: superseded outranks contradicted; the flagging ids in a stable order."""
+    hit.superseded_by, hit.contradicted_by = sorted(superseded_by), sorted(contradicted_by)
+    if hit.superseded_by:
+        hit.standing = "superseded"
+    elif hit.contradicted_by:
+        hit.standing = "contradicted"

@@ -5,16 +5,33 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, and_, case, cast, func, literal, or_, select
-from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY
+from sqlalchemy import (
+    Integer,
+    Select,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal_column,
+    null,
+    or_,
+    select,
+    union_all,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, REGCONFIG, TSQUERY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import ThoughtFilter, id_in, thought_select, to_record
-from app.db.vector import index_distance
+from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in, thought_select, to_record
+from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
 # A very common word can match most of a project, so the leg ranks at most this many matching rows. Measured at
 # 100 k thoughts: rows holding every word are few (p95 ~600), and for the OR match 300 agrees with the uncapped
@@ -27,8 +44,8 @@ SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for
 
 
 def hnsw_ef_search(pool: int) -> int:
-    """The HNSW candidate list for a pool: at 100 k thoughts with m 12, 100 recalled 0.976 and 200 0.994 (+0.3 ms)."""
-    return max(200, min(pool, 1000))
+    """The HNSW candidate list for a pool: never below the session's HNSW_EF_SEARCH, at most 1000."""
+    return max(HNSW_EF_SEARCH, min(pool, 1000))
 
 
 class LegRow(NamedTuple):
@@ -39,14 +56,105 @@ class LegRow(NamedTuple):
     created_at: datetime
 
 
-def and_tsquery(query: str) -> Any:
-    """Every word of the query (plainto_tsquery sanitises every metacharacter)."""
-    return func.plainto_tsquery(cast("english", REGCONFIG), query)
+class PageRow(NamedTuple):
+    """A thought of a search page: its record, its distance to the query and the edges that flag it."""
+
+    record: ThoughtRecord
+    distance: float | None
+    superseded_by: list[uuid.UUID]  # sources of `replaces` edges into it that are not archived
+    contradicted_by: list[uuid.UUID]  # the other ends of its `contradicts` edges
 
 
-def or_tsquery(query: str) -> Any:
-    """The query's words OR-ed together."""
-    return cast(func.replace(cast(and_tsquery(query), Text), "&", "|"), TSQUERY)
+# The hot statements are built once per filter shape and reused with new parameters: building a SELECT per
+# call cost more Python than running it (docs/BENCHMARKS.md).
+ID_LIST = ARRAY(UUID(as_uuid=True))
+
+
+def _words() -> tuple[Any, Any]:
+    """(every word, any word) of the `words` parameter as tsqueries; plainto_tsquery sanitises metacharacters."""
+    every = func.plainto_tsquery(cast("english", REGCONFIG), bindparam("words", type_=Text))
+    return every, cast(func.replace(cast(every, Text), "&", "|"), TSQUERY)
+
+
+@lru_cache(maxsize=64)
+def _vector_leg_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
+    distance = index_distance(Thought.embedding, vector_param("vector"))
+    return (
+        select(Thought.id, distance.label("distance"), Thought.created_at)
+        .where(Thought.embedding_model == bindparam("model"), *shape.clauses())
+        .order_by(distance)
+        .limit(bindparam("pool", type_=Integer))
+    )
+
+
+@lru_cache(maxsize=64)
+def _lexical_leg_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
+    """Both tiers in one statement; the any-word scan runs only if the every-word tier has < `enough` rows."""
+    every_word, any_word = _words()
+    pool = bindparam("pool", type_=Integer)
+    every = (
+        select(Thought.id, Thought.tsv, Thought.created_at)
+        .where(Thought.tsv.op("@@")(every_word), *shape.clauses())
+        .limit(EVERY_WORD_CAP)
+        .cte("every_word")
+    )
+    every_rank = func.ts_rank_cd(every.c.tsv, any_word)
+    first = (
+        select(every.c.id, every_rank.label("rank"), every.c.created_at, literal_column("0").label("tier"))
+        .order_by(every_rank.desc(), every.c.id)
+        .limit(pool)
+        .cte("first_tier")
+    )
+    # Uncorrelated, so PostgreSQL evaluates it once and skips the any-word scan when it is false.
+    too_few = select(func.count()).select_from(first).scalar_subquery() < bindparam("enough", type_=Integer)
+    some = (
+        select(Thought.id, Thought.tsv, Thought.created_at)
+        .where(Thought.tsv.op("@@")(any_word), too_few, *shape.clauses())
+        .limit(ANY_WORD_CAP)
+        .cte("any_word")
+    )
+    some_rank = func.ts_rank_cd(some.c.tsv, any_word)
+    second = (
+        select(some.c.id, some_rank.label("rank"), some.c.created_at, literal_column("1").label("tier"))
+        .where(some.c.id.not_in(select(first.c.id)))
+        .order_by(some_rank.desc(), some.c.id)
+        .limit(pool)
+    )
+    tiers = union_all(select(first), second).subquery("tiers")
+    return (
+        select(tiers.c.id, tiers.c.rank, tiers.c.created_at)
+        .order_by(tiers.c.tier, tiers.c.rank.desc(), tiers.c.id)
+        .limit(pool)
+    )
+
+
+@lru_cache(maxsize=2)
+def _page_statement(with_distance: bool) -> Select[*tuple[Any, ...]]:
+    """The page's thoughts with their distance to the query and their standing edges, in one read."""
+    replacer = aliased(Thought)
+    superseded_by = (
+        select(func.array_agg(Edge.source_id))
+        .join(replacer, replacer.id == Edge.source_id)
+        .where(Edge.type == EdgeType.replaces, Edge.target_id == Thought.id, replacer.status != ThoughtStatus.archived)
+        .scalar_subquery()
+    )
+    other_end = case((Edge.source_id == Thought.id, Edge.target_id), else_=Edge.source_id)
+    contradicted_by = (
+        select(func.array_agg(other_end))
+        .where(Edge.type == EdgeType.contradicts, or_(Edge.source_id == Thought.id, Edge.target_id == Thought.id))
+        .scalar_subquery()
+    )
+    distance: Any = null()
+    if with_distance:
+        cosine = index_distance(Thought.embedding, vector_param("vector"))  # the vector leg's numbers
+        distance = case((Thought.embedding_model == bindparam("model"), cosine), else_=None)
+    return (
+        thought_select()
+        .add_columns(
+            distance.label("distance"), superseded_by.label("superseded_by"), contradicted_by.label("contradicted_by")
+        )
+        .where(Thought.id == any_(bindparam("ids", type_=ID_LIST)))
+    )
 
 
 class SearchRepository:
@@ -54,70 +162,51 @@ class SearchRepository:
         self.session = session
 
     async def vector_leg(self, vector: Sequence[float], model_id: str, where: SearchFilter, pool: int) -> list[LegRow]:
-        """Nearest first by cosine distance; filters run inside the HNSW scan (iterative scan on)."""
-        ef_search = str(hnsw_ef_search(pool))
-        await self.session.execute(
-            select(
-                func.set_config("hnsw.iterative_scan", "relaxed_order", True),
-                func.set_config("hnsw.ef_search", ef_search, True),
-            )
-        )
-        distance = index_distance(Thought.embedding, vector)
-        statement = (
-            select(Thought.id, distance.label("distance"), Thought.created_at)
-            .where(Thought.embedding_model == model_id, *where.clauses())
-            .order_by(distance)
-            .limit(pool)
-        )
-        rows = [LegRow(row.id, float(row.distance), row.created_at) for row in await self.session.execute(statement)]
+        """Nearest first by cosine distance; filters run inside the HNSW scan (the session's iterative scan).
+
+        The connection's session settings (app.db.vector.configure_vector_session) cover the default pool;
+        a larger pool widens ef_search for this transaction only.
+        """
+        ef_search = hnsw_ef_search(pool)
+        if ef_search != HNSW_EF_SEARCH:
+            await self.session.execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
+        parameters = {"vector": vector, "model": model_id, "pool": pool, **where.parameters()}
+        result = await self.session.execute(_vector_leg_statement(where.shape), parameters)
+        rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result]
         return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
 
     async def lexical_leg(self, query: str, where: SearchFilter, pool: int, enough: int) -> list[LegRow]:
         """Best first by ts_rank_cd of the OR-ed words: rows holding every word, then rows holding any.
 
         The AND match is cheap (GIN intersects the words); the OR match of common words can cover most of a
-        project, so it runs only when fewer than `enough` rows hold every word, over at most
-        ANY_WORD_CAP matching rows.
+        project, so it runs only when fewer than `enough` rows hold every word, over at most ANY_WORD_CAP
+        matching rows. Each tier ranks at most its cap of matching rows.
         """
-        every = await self._ranked(and_tsquery(query), query, where, pool, EVERY_WORD_CAP)
-        if len(every) >= enough:
-            return every
-        seen = {row.id for row in every}
-        some = await self._ranked(or_tsquery(query), query, where, pool, ANY_WORD_CAP)
-        return [*every, *(row for row in some if row.id not in seen)][:pool]
+        parameters = {"words": query, "pool": pool, "enough": enough, **where.parameters()}
+        result = await self.session.execute(_lexical_leg_statement(where.shape), parameters)
+        return [LegRow(row.id, float(row.rank), row.created_at) for row in result]
 
-    async def _ranked(self, match: Any, query: str, where: SearchFilter, pool: int, cap: int) -> list[LegRow]:
-        matches = (
-            select(Thought.id, Thought.tsv, Thought.created_at)
-            .where(Thought.tsv.op("@@")(match), *where.clauses())
-            .limit(cap)
-            .cte("matches")
-        )
-        rank = func.ts_rank_cd(matches.c.tsv, or_tsquery(query))
-        statement = (
-            select(matches.c.id, rank.label("rank"), matches.c.created_at)
-            .order_by(rank.desc(), matches.c.id)
-            .limit(pool)
-        )
-        return [LegRow(row.id, float(row.rank), row.created_at) for row in await self.session.execute(statement)]
-
-    async def records(
+    async def page(
         self, thought_ids: Sequence[uuid.UUID], vector: Sequence[float] | None, model_id: str | None
-    ) -> dict[uuid.UUID, tuple[ThoughtRecord, float | None]]:
-        """The thoughts with their cosine distance to `vector` (None without one or for another model's vector)."""
+    ) -> dict[uuid.UUID, PageRow]:
+        """The thoughts with their cosine distance to `vector` (None without one, or for another model's
+        vector) and their standing edges."""
         if not thought_ids:
             return {}
-        if vector is None:
-            distance: Any = literal(None)
-        else:
-            cosine = index_distance(Thought.embedding, vector)  # the same numbers as the vector leg's
-            distance = case((Thought.embedding_model == model_id, cosine), else_=None)
-        statement = thought_select().add_columns(distance.label("distance")).where(id_in(Thought.id, thought_ids))
-        found: dict[uuid.UUID, tuple[ThoughtRecord, float | None]] = {}
-        for row in await self.session.execute(statement):
+        parameters: dict[str, Any] = {"ids": list(thought_ids)}
+        if vector is not None:
+            parameters |= {"vector": vector, "model": model_id}
+        found: dict[uuid.UUID, PageRow] = {}
+        for row in await self.session.execute(_page_statement(vector is not None), parameters):
             fields = dict(row._mapping)
-            distance_value = fields.pop("distance")
-            found[row.id] = (ThoughtRecord(**fields), None if distance_value is None else float(distance_value))
+            distance = fields.pop("distance")
+            superseded_by, contradicted_by = fields.pop("superseded_by"), fields.pop("contradicted_by")
+            found[row.id] = PageRow(
+                ThoughtRecord(**fields),
+                None if distance is None else float(distance),
+                superseded_by or [],
+                contradicted_by or [],
+            )
         return found
 
     async def by_id_range(

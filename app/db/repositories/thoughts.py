@@ -6,9 +6,9 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Select, Text, and_, any_, func, insert, literal, select, update
+from sqlalchemy import ColumnElement, Float, Select, Text, and_, any_, bindparam, func, insert, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -53,6 +53,34 @@ def status_filter(status: str) -> tuple[ThoughtStatus, ...]:
     return () if status == "all" else (ThoughtStatus(status),)
 
 
+class FilterShape(NamedTuple):
+    """Which filters a ThoughtFilter applies, without their values: the key of a cached statement.
+
+    Statuses and is_cluster are few values and part of the shape; project, tag and importance are parameters.
+    """
+
+    project: bool
+    statuses: tuple[ThoughtStatus, ...]
+    tag: bool
+    is_cluster: bool | None
+    min_importance: bool
+
+    def clauses(self) -> list[Any]:
+        """The filter with bound parameters named as in ThoughtFilter.parameters()."""
+        clauses: list[Any] = []
+        if self.project:
+            clauses.append(Thought.project_id == bindparam("filter_project", type_=UUID(as_uuid=True)))
+        if self.statuses:
+            clauses.append(Thought.status.in_(self.statuses))
+        if self.tag:
+            clauses.append(Thought.tags.contains(bindparam("filter_tags", type_=ARRAY(Text))))
+        if self.is_cluster is not None:
+            clauses.append(Thought.is_cluster.is_(self.is_cluster))
+        if self.min_importance:
+            clauses.append(Thought.importance >= bindparam("filter_min_importance", type_=Float))
+        return clauses
+
+
 @dataclass(frozen=True)
 class ThoughtFilter:
     project_id: uuid.UUID | None = None
@@ -60,6 +88,27 @@ class ThoughtFilter:
     tag: str | None = None
     is_cluster: bool | None = None
     min_importance: float | None = None
+
+    @property
+    def shape(self) -> FilterShape:
+        return FilterShape(
+            self.project_id is not None,
+            self.statuses,
+            self.tag is not None,
+            self.is_cluster,
+            self.min_importance is not None,
+        )
+
+    def parameters(self) -> dict[str, Any]:
+        """Values for the bound parameters of `shape.clauses()`."""
+        values: dict[str, Any] = {}
+        if self.project_id is not None:
+            values["filter_project"] = self.project_id
+        if self.tag is not None:
+            values["filter_tags"] = [self.tag]
+        if self.min_importance is not None:
+            values["filter_min_importance"] = self.min_importance
+        return values
 
     def clauses(self) -> list[Any]:
         clauses: list[Any] = []
