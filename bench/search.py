@@ -203,16 +203,16 @@ class StatementClock:
     @staticmethod
     def kind(statement: str) -> str:
         flat = " ".join(statement.split()).lower()
-        if flat.startswith("set local"):
+        if flat.startswith("set local") or flat.startswith("select set_config"):
             return "set local"
         if "<=>" in flat and "order by" in flat:
             return "vector leg"
         if "@@" in flat:
             return "lexical leg"
-        if "<=>" in flat:
-            return "distances of lexical-only rows"
         if "thought_hit" in flat or "primer" in flat:
             return "hit counting"
+        if "array_agg" in flat:
+            return "page (thoughts, distances, standing edges)"
         if "from edge" in flat:
             return "standing edges"
         if "from project" in flat:

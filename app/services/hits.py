@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from sqlalchemy import func, literal, select, update
+from sqlalchemy import any_, bindparam, func, literal, select, update
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -13,6 +14,27 @@ from app.db.models import Primer, Thought, ThoughtHit
 from app.ids import new_id
 
 PROMOTION_BONUS = 0.15
+
+# One hit more for each thought (in id order: a stable lock order keeps concurrent callers deadlock-free). The
+# SET LOCAL rides in the WHERE (evaluated on the rows it counts) to save a round trip; with no row matched
+# nothing is written and the commit has nothing to flush anyway. Built once: every read call runs it.
+_COUNT_HITS = (
+    pg_insert(ThoughtHit)
+    .from_select(
+        ["thought_id", "project_id", "hit_count"],
+        select(Thought.id, Thought.project_id, literal(1))
+        .where(
+            Thought.id == any_(bindparam("ids", type_=ARRAY(UUID(as_uuid=True)))),
+            func.set_config("synchronous_commit", "off", True) == "off",
+        )
+        .order_by(Thought.id),
+    )
+    .on_conflict_do_update(
+        index_elements=[ThoughtHit.thought_id],
+        set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": func.now()},
+    )
+    .returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)
+)
 
 
 class HitService:
@@ -30,22 +52,9 @@ class HitService:
         ids = sorted(set(thought_ids))  # a stable lock order keeps concurrent callers deadlock-free
         if not ids:
             return
-        # The SET LOCAL rides in this statement's WHERE (evaluated on the rows it counts) to save a round trip;
-        # with no row matched nothing is written and the commit has nothing to flush anyway.
-        relaxed = func.set_config("synchronous_commit", "off", True) == "off"
-        source = (
-            select(Thought.id, Thought.project_id, literal(1)).where(Thought.id.in_(ids), relaxed).order_by(Thought.id)
-        )
-        statement = (
-            pg_insert(ThoughtHit)
-            .from_select(["thought_id", "project_id", "hit_count"], source)
-            .on_conflict_do_update(
-                index_elements=[ThoughtHit.thought_id],
-                set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": func.now()},
-            )
-            .returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)
-        )
-        rows = (await self.session.execute(statement)).all()
+        # Through the Core connection: the ORM would take a parameter dict for an INSERT as a bulk insert.
+        connection = await self.session.connection()
+        rows = (await connection.execute(_COUNT_HITS, {"ids": ids})).all()
         # Promotion happens at the moment the count reaches the threshold, once.
         await self._promote([(row.thought_id, row.project_id) for row in rows if row.hit_count == self.threshold])
 

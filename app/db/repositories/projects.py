@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Text, any_, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,6 +23,14 @@ _COLUMNS = (
     Project.description,
     Project.is_default,
     Project.created_at,
+)
+
+# Every read call resolves its cwd: built once, one text[] parameter for the path and its ancestors.
+_NEAREST_REGISTERED = (
+    select(*_COLUMNS)
+    .where(Project.local_path == any_(bindparam("paths", type_=ARRAY(Text))))
+    .order_by(func.length(Project.local_path).desc())
+    .limit(1)
 )
 
 
@@ -56,13 +65,7 @@ class ProjectRepository:
         while "/" in parent.rstrip("/"):
             parent = parent.rstrip("/").rsplit("/", 1)[0] or "/"
             candidates.append(parent)
-        statement = (
-            select(*_COLUMNS)
-            .where(Project.local_path.in_(candidates))
-            .order_by(func.length(Project.local_path).desc())
-            .limit(1)
-        )
-        row = (await self.session.execute(statement)).first()
+        row = (await self.session.execute(_NEAREST_REGISTERED, {"paths": candidates})).first()
         return _record(row) if row else None
 
     async def insert(self, name: str, local_path: str | None, description: str | None) -> uuid.UUID:

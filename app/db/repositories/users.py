@@ -6,12 +6,19 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import LargeBinary, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ApiToken, AppUser, Role
 from app.db.records import Principal
 from app.ids import new_id
+
+# Every HTTP request checks its token: the statement is built once.
+_PRINCIPAL_FOR_TOKEN = (
+    select(AppUser.id, AppUser.name, AppUser.role, ApiToken.id.label("token_id"))
+    .join(ApiToken, ApiToken.user_id == AppUser.id)
+    .where(ApiToken.token_hash == bindparam("token_hash", type_=LargeBinary), ApiToken.revoked_at.is_(None))
+)
 
 
 @dataclass(frozen=True)
@@ -54,12 +61,7 @@ class UserRepository:
         return token_id
 
     async def principal_for_token(self, token_hash: bytes) -> Principal | None:
-        statement = (
-            select(AppUser.id, AppUser.name, AppUser.role, ApiToken.id.label("token_id"))
-            .join(ApiToken, ApiToken.user_id == AppUser.id)
-            .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None))
-        )
-        row = (await self.session.execute(statement)).first()
+        row = (await self.session.execute(_PRINCIPAL_FOR_TOKEN, {"token_hash": token_hash})).first()
         return Principal(user_id=row.id, name=row.name, role=row.role, token_id=row.token_id) if row else None
 
     async def list_tokens(self) -> list[TokenRow]:
