@@ -53,7 +53,11 @@ class AuthService:
         return token, user
 
     async def bootstrap_admin(self) -> str | None:
-        """With no user at all, create `admin` and return its first token (else None)."""
+        """With no user at all, create `admin` and return its first token (else None).
+
+        Replicas starting together on an empty database take turns: the second sees the first's admin.
+        """
+        await self.users.lock_user_creation()
         if await self.users.count() > 0:
             return None
         token, _ = await self.create_token("admin", Role.admin, "bootstrap")

@@ -13,6 +13,8 @@ from app.db.models import ApiToken, AppUser, Role
 from app.db.records import Principal
 from app.ids import new_id
 
+_USER_CREATION_LOCK = 7_302_001  # advisory lock key: replicas starting together bootstrap one admin
+
 # Every HTTP request checks its token: the statement is built once.
 _PRINCIPAL_FOR_TOKEN = (
     select(AppUser.id, AppUser.name, AppUser.role, ApiToken.id.label("token_id"))
@@ -35,6 +37,10 @@ class TokenRow:
 class UserRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+
+    async def lock_user_creation(self) -> None:
+        """Serialise first-run user creation across replicas until this transaction ends."""
+        await self.session.execute(select(func.pg_advisory_xact_lock(_USER_CREATION_LOCK)))
 
     async def count(self) -> int:
         return int((await self.session.execute(select(func.count()).select_from(AppUser))).scalar_one())
