@@ -65,9 +65,10 @@ class PageRow(NamedTuple):
     contradicted_by: list[uuid.UUID]  # the other ends of its `contradicts` edges
 
 
-# The hot statements are built once per filter shape and reused with new parameters: building a SELECT per
-# call cost more Python than running it (docs/BENCHMARKS.md).
-ID_LIST = ARRAY(UUID(as_uuid=True))
+ID_LIST = ARRAY(UUID(as_uuid=True))  # a list of ids travels as one uuid[] parameter
+
+# The hot statements below are built once (per filter shape) and reused with new parameters: building a SELECT
+# per call cost more Python than running it (docs/BENCHMARKS.md).
 
 
 def _words() -> tuple[Any, Any]:
