@@ -198,35 +198,38 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
     vector = QueryVector(ctx.app.embedding, args.query or "")
     if args.query is not None:
         vector.start()
-    async with ctx.app.db.unit_of_work() as session:
-        if args.thought_id is not None:
-            thought_id = uuid_arg(args.thought_id, "thought_id")
-            found = await ThoughtRepository(session).get(thought_id)
-            if found is None:
-                raise not_found(f"Thought {thought_id} not found")
-            thought = found
-        else:
-            scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-            where = ThoughtFilter(scope.project.id if scope.project else None, status_filter("active"))
-            gate = args.min_relevance if args.min_relevance is not None else 0.0
-            query = SearchQuery(args.query or "", where, 1, min_relevance=gate, vector=vector)
-            outcome = await search_service(session, ctx, count_hits=False).search(query)
-            degraded = outcome.degraded
-            if not outcome.hits:
-                meta = Meta(
-                    "context",
-                    scope=scope.scope,
-                    warnings=scope.warnings,
-                    degraded=degraded,
-                    reason="no_match",
-                )
-                return ToolAnswer(single(meta, None))
-            thought = outcome.hits[0].thought
-        upstream, downstream = await GraphService(session).neighbourhood(thought.id, max_edges)
-        neighbours = [n.thought.id for n in [*upstream, *downstream]]
-        # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
-        await HitService(session, ctx.app.limits.primer_threshold).record([thought.id, *neighbours])
-        links = await _links(session, args, [thought.id, *neighbours])
+    try:  # a failed call must not leave its query embedding running
+        async with ctx.app.db.unit_of_work() as session:
+            if args.thought_id is not None:
+                thought_id = uuid_arg(args.thought_id, "thought_id")
+                found = await ThoughtRepository(session).get(thought_id)
+                if found is None:
+                    raise not_found(f"Thought {thought_id} not found")
+                thought = found
+            else:
+                scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
+                where = ThoughtFilter(scope.project.id if scope.project else None, status_filter("active"))
+                gate = args.min_relevance if args.min_relevance is not None else 0.0
+                query = SearchQuery(args.query or "", where, 1, min_relevance=gate, vector=vector)
+                outcome = await search_service(session, ctx, count_hits=False).search(query)
+                degraded = outcome.degraded
+                if not outcome.hits:
+                    meta = Meta(
+                        "context",
+                        scope=scope.scope,
+                        warnings=scope.warnings,
+                        degraded=degraded,
+                        reason="no_match",
+                    )
+                    return ToolAnswer(single(meta, None))
+                thought = outcome.hits[0].thought
+            upstream, downstream = await GraphService(session).neighbourhood(thought.id, max_edges)
+            neighbours = [n.thought.id for n in [*upstream, *downstream]]
+            # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
+            await HitService(session, ctx.app.limits.primer_threshold).record([thought.id, *neighbours])
+            links = await _links(session, args, [thought.id, *neighbours])
+    finally:
+        vector.cancel()
     shape = _shaper(args, links)
     item = {
         "thought": shape(thought),
