@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -28,7 +29,17 @@ def main(argv: list[str] | None = None) -> None:
 
     configure_logging(settings.log_level, settings.log_format)
     handler: Callable[[argparse.Namespace, Settings], None] = args.handler
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     handler(args, settings)
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    """SIGTERM (docker stop, systemd) unwinds like Ctrl-C, so `finally` blocks stop the embedded PostgreSQL.
+
+    With the default handler the process dies at once: uvicorn shuts down gracefully on SIGTERM, then
+    re-raises it, and the embedded server was left running without its owner.
+    """
+    raise SystemExit(128 + signum)
 
 
 def _parser() -> argparse.ArgumentParser:
