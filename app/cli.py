@@ -173,7 +173,8 @@ def cmd_token_list(args: argparse.Namespace, settings: Settings) -> None:
             rows = await AuthService(session).list_tokens()
         for row in rows:
             state = "revoked" if row.revoked_at else "active"
-            print(f"{row.id}  {row.user_name:<20} {row.role.value:<7} {state:<8} {row.label or ''}")
+            used = f"used {row.last_used_at:%Y-%m-%d %H:%M}" if row.last_used_at else "never used"
+            print(f"{row.id}  {row.user_name:<20} {row.role.value:<7} {state:<8} {used:<22} {row.label or ''}")
 
     _with_database(settings, work)
 

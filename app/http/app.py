@@ -22,7 +22,7 @@ from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
 from app.mcp.server import PRINCIPAL_SCOPE_KEY, SynaptoServer
 from app.observability import render_metrics
-from app.services.auth import AuthService
+from app.services.auth import AuthService, TokenUsage
 from app.services.context import AppContext
 from app.services.health import SEVERITY_RANK, HealthService
 
@@ -46,6 +46,7 @@ class BearerAuthMiddleware:
         self.app = app
         self.context = context
         self.local = local
+        self.usage = TokenUsage()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
@@ -69,7 +70,7 @@ class BearerAuthMiddleware:
             return None
         try:
             async with self.context.db.autocommit() as session:  # one SELECT: no transaction around it
-                return await AuthService(session).verify(token.strip())
+                return await AuthService(session).verify(token.strip(), self.usage)
         except Exception as error:
             if is_unavailable(error):  # an outage is not a bad token: answer a retryable 503, not 401
                 logger.warning("token verification: database unavailable (%s)", type(error).__name__)

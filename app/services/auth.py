@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
+import time
 import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,14 +26,40 @@ def hash_token(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
+# `api_token.last_used_at` is written at most this often per token and process: a write per call would cost
+# every request a round trip for a date `token list` shows to the minute.
+TOKEN_USE_INTERVAL_SECONDS = 60.0
+
+
+class TokenUsage:
+    """When this process last wrote each token's `last_used_at`."""
+
+    def __init__(self, interval: float = TOKEN_USE_INTERVAL_SECONDS) -> None:
+        self.interval = interval
+        self._written: dict[uuid.UUID, float] = {}
+
+    def due(self, token_id: uuid.UUID) -> bool:
+        """True (and remembered as written) when the token's use was not written within the interval."""
+        now = time.monotonic()
+        if now - self._written.get(token_id, -math.inf) < self.interval:
+            return False
+        self._written[token_id] = now
+        return True
+
+
 class AuthService:
     def __init__(self, session: AsyncSession) -> None:
         self.users = UserRepository(session)
 
-    async def verify(self, token: str) -> Principal | None:
+    async def verify(self, token: str, usage: TokenUsage | None = None) -> Principal | None:
+        """The token's principal, or None; with `usage`, records when the token was last used."""
         if not token or len(token) > 200:
             return None
-        return await self.users.principal_for_token(hash_token(token))
+        principal = await self.users.principal_for_token(hash_token(token))
+        token_id = principal.token_id if principal is not None else None
+        if token_id is not None and usage is not None and usage.due(token_id):
+            await self.users.touch_token(token_id)
+        return principal
 
     async def ensure_user(self, name: str, role: Role | None) -> Principal:
         name = name.strip()

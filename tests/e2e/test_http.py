@@ -333,6 +333,25 @@ async def test_missing_bad_and_revoked_tokens_get_401(server: RunningServer) -> 
     assert await server.count("thought") == 0
 
 
+async def test_a_token_in_use_shows_when_it_was_last_used(server: RunningServer) -> None:
+    """Written on its first use, then at most once a minute per process (not on every request)."""
+    token = await server.token_for("user-of-the-day", Role.reader)
+
+    async def last_used() -> Any:
+        async with server.database.unit_of_work() as session:
+            [row] = [row for row in await AuthService(session).list_tokens() if row.user_name == "user-of-the-day"]
+            return row.last_used_at
+
+    assert await last_used() is None
+    async with httpx2.AsyncClient(base_url=server.base_url, timeout=10) as http:
+        headers = {"Authorization": f"Bearer {token}"}
+        assert (await http.get("/api/health-check", headers=headers)).status_code == 200
+        first = await last_used()
+        assert first is not None
+        assert (await http.get("/api/health-check", headers=headers)).status_code == 200
+    assert await last_used() == first
+
+
 async def test_health_needs_no_token(server: RunningServer) -> None:
     async with httpx2.AsyncClient(base_url=server.base_url, timeout=10) as http:
         answer = await http.get("/health")

@@ -13,6 +13,9 @@ from app.db.models import ApiToken, AppUser, Role
 from app.db.records import Principal
 from app.ids import new_id
 
+_TOUCH_TOKEN = (
+    update(ApiToken).where(ApiToken.id == bindparam("token_id")).values(last_used_at=func.now())
+).execution_options(synchronize_session=False)
 _USER_CREATION_LOCK = 7_302_001  # advisory lock key: replicas starting together bootstrap one admin
 
 # Every HTTP request checks its token: the statement is built once.
@@ -69,6 +72,9 @@ class UserRepository:
     async def principal_for_token(self, token_hash: bytes) -> Principal | None:
         row = (await self.session.execute(_PRINCIPAL_FOR_TOKEN, {"token_hash": token_hash})).first()
         return Principal(user_id=row.id, name=row.name, role=row.role, token_id=row.token_id) if row else None
+
+    async def touch_token(self, token_id: uuid.UUID) -> None:
+        await self.session.execute(_TOUCH_TOKEN, {"token_id": token_id})
 
     async def list_tokens(self) -> list[TokenRow]:
         statement = (
