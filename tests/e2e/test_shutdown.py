@@ -1,4 +1,4 @@
-"""`synaptomind serve` on the embedded database stops that database when it is told to stop."""
+"""The embedded database stops with its owner: on SIGTERM to `serve`, and after a holder was killed."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from app.db.embedded import EmbeddedPostgres
 from bench.common import free_port
 
 
@@ -46,4 +47,25 @@ def test_sigterm_stops_serve_and_its_embedded_postgres(tmp_path: Path) -> None:
         if server.poll() is None:
             server.kill()
         if postmaster.exists():  # do not leak a server when the test fails: fast shutdown of the postmaster
+            os.kill(int(postmaster.read_text().split()[0]), signal.SIGINT)
+
+
+def test_a_holder_killed_without_leaving_does_not_keep_the_embedded_postgres_running(tmp_path: Path) -> None:
+    """A process holding the embedded server dies by SIGKILL; the next process to use and leave it stops it."""
+    data_dir = tmp_path / "data"
+    holder = (
+        "import os, signal, sys; from pathlib import Path; from app.db.embedded import EmbeddedPostgres; "
+        "EmbeddedPostgres(Path(sys.argv[1])).start(); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    killed = subprocess.run([sys.executable, "-c", holder, str(data_dir)], timeout=120, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    postmaster = data_dir / "pgdata" / "postmaster.pid"
+    try:
+        assert postmaster.exists()
+        embedded = EmbeddedPostgres(data_dir)
+        embedded.start()
+        embedded.stop()
+        assert not postmaster.exists(), "the embedded PostgreSQL outlived its last holder"
+    finally:
+        if postmaster.exists():
             os.kill(int(postmaster.read_text().split()[0]), signal.SIGINT)
