@@ -72,9 +72,14 @@ ID_LIST = ARRAY(UUID(as_uuid=True))  # a list of ids travels as one uuid[] param
 
 
 def _words() -> tuple[Any, Any]:
-    """(every word, any word) of the `words` parameter as tsqueries; plainto_tsquery sanitises metacharacters."""
+    """(every word, any word) of the `words` parameter as tsqueries; plainto_tsquery sanitises metacharacters.
+
+    Scalar subqueries, so PostgreSQL computes each once (an InitPlan) even in a generic plan, where the
+    expression would otherwise be evaluated again for every ranked row (measured: generic plans 1 ms slower).
+    """
     every = func.plainto_tsquery(cast("english", REGCONFIG), bindparam("words", type_=Text))
-    return every, cast(func.replace(cast(every, Text), "&", "|"), TSQUERY)
+    some = cast(func.replace(cast(every, Text), "&", "|"), TSQUERY)
+    return select(every).scalar_subquery(), select(some).scalar_subquery()
 
 
 @lru_cache(maxsize=64)
