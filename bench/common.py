@@ -1,7 +1,10 @@
-"""Helpers every benchmark shares: the machine's description and CPU counters, serve subprocesses."""
+"""Helpers the benchmarks and the end-to-end tests share: the machine's description and CPU counters, serve
+subprocesses, the app under uvicorn in the caller's event loop, and an MCP client session."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -9,7 +12,15 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx2
+import uvicorn
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 
 def machine() -> str:
@@ -39,8 +50,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    """Until `serve` at `base` answers /health with its embedder ready (the offline model, not a fallback)."""
+def wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 180, *, model: bool = True) -> None:
+    """Until `serve` at `base` answers /health; with `model`, also its embedder ready (the configured model,
+    not a fallback)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -48,7 +60,7 @@ def wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 180)
         try:
             with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
                 embedder = json.load(response)["checks"]["embedder"]
-                if embedder["state"] == "ready":
+                if not model or embedder["state"] == "ready":
                     return
                 if embedder["state"] in ("fallback", "unavailable"):
                     raise SystemExit(f"server embedder {embedder}")
@@ -56,3 +68,56 @@ def wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 180)
             pass
         time.sleep(0.3)
     raise SystemExit("the server did not become ready")
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn that leaves the caller's signal handlers alone (a test runner's, a benchmark's)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def loopback_listener() -> tuple[socket.socket, int]:
+    """A bound loopback socket for uvicorn and its port (bound before the app is built, so no race)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    return listener, int(listener.getsockname()[1])
+
+
+@asynccontextmanager
+async def uvicorn_serving(app: Any, listener: socket.socket) -> AsyncIterator[None]:
+    """The ASGI app under uvicorn on `listener`, in this event loop, until the block ends (then the socket closes)."""
+    server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[listener]))
+    try:
+        async with asyncio.timeout(30):
+            while not server.started:
+                if task.done():
+                    task.result()
+                    raise RuntimeError("uvicorn stopped before it started")
+                await asyncio.sleep(0.02)
+        yield
+    finally:
+        server.should_exit = True
+        try:
+            await asyncio.wait_for(task, 15)
+        except TimeoutError:
+            server.force_exit = True
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        listener.close()
+
+
+@asynccontextmanager
+async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
+    """The official MCP client over streamable HTTP with a bearer token, initialised."""
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session

@@ -33,18 +33,16 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from sqlalchemy import text
 
 from app.config import Settings
@@ -60,6 +58,7 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.ids import new_id
 from app.main import build_context, create_http_app, embedding_config
 from app.services.jobs import JobSettings, decay_importance
+from bench.common import loopback_listener, uvicorn_serving
 from bench.load import (
     McpClient,
     Outcome,
@@ -147,21 +146,10 @@ async def load_embedder() -> Embedder:
 # ---------------------------------------------------------------- the HTTP app in this process
 
 
-class QuietServer(uvicorn.Server):
-    """uvicorn that leaves the caller's signal handlers alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 @asynccontextmanager
 async def inprocess_server(database_url: str, work_dir: Path, runtime: EmbeddingRuntime) -> AsyncIterator[str]:
     """`create_http_app` under uvicorn on a free loopback port, with our embedding runtime; yields the /mcp URL."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
+    listener, port = loopback_listener()
     settings = Settings(
         _env_file=None,
         database_url=database_url,
@@ -173,26 +161,8 @@ async def inprocess_server(database_url: str, work_dir: Path, runtime: Embedding
         pool_size=4,
     )
     context = dataclasses.replace(build_context(settings, database_url), embedding=runtime)
-    server = QuietServer(uvicorn.Config(create_http_app(settings, context), log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve(sockets=[listener]))
-    try:
-        async with asyncio.timeout(30):
-            while not server.started:
-                if task.done():
-                    task.result()
-                    raise RuntimeError("uvicorn stopped before it started")
-                await asyncio.sleep(0.02)
+    async with uvicorn_serving(create_http_app(settings, context), listener):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        try:
-            await asyncio.wait_for(task, 15)
-        except TimeoutError:
-            server.force_exit = True
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        listener.close()
 
 
 async def scalar(url: str, sql: str, **params: Any) -> Any:

@@ -65,7 +65,7 @@ from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 from app.services.scope import resolve_read_scope
 from app.services.search import SearchQuery, pool_size
-from bench.common import cpu_times, free_port, machine, wait_ready
+from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
 from bench.dataset import (
     PROJECTS,
     Dataset,
@@ -281,21 +281,6 @@ async def http_server(url: str, work_dir: Path, meter: CpuMeter, threads: int | 
         except subprocess.TimeoutExpired:
             server.kill()
         meter.server_pid = None
-
-
-@asynccontextmanager
-async def mcp_session(mcp_url: str, token: str) -> AsyncIterator[Any]:
-    import httpx2
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-        streamable_http_client(mcp_url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
 
 
 @dataclass(frozen=True)

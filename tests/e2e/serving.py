@@ -1,33 +1,20 @@
-"""The app under uvicorn in the test's event loop, and the official MCP client over streamable HTTP."""
+"""The app under uvicorn in the test's event loop; the MCP client session is bench.common's."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-
-import httpx2
-import uvicorn
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from app.config import Settings
 from app.embedding.profiles import OFFLINE_MINILM
 from app.main import build_context, create_http_app
 from app.services.context import AppContext
+from bench.common import loopback_listener, mcp_session, uvicorn_serving
 from tests.conftest import MODEL_CACHE
 
-
-class QuietServer(uvicorn.Server):
-    """A uvicorn server that leaves the test runner's signal handlers alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+__all__ = ["mcp_session", "serving"]
 
 
 @asynccontextmanager
@@ -36,10 +23,7 @@ async def serving(database_url: str, data_dir: Path, **overrides: Any) -> AsyncI
 
     Yields the port and the server's context once uvicorn listens and the embedder is ready.
     """
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
+    listener, port = loopback_listener()
     values: dict[str, Any] = {
         "auth": {"mode": "token"},
         "database_url": database_url,
@@ -51,35 +35,6 @@ async def serving(database_url: str, data_dir: Path, **overrides: Any) -> AsyncI
     }
     settings = Settings(_env_file=None, **values)  # no developer .env in the test
     context = build_context(settings, database_url)
-    server = QuietServer(uvicorn.Config(create_http_app(settings, context), log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve(sockets=[listener]))
-    try:
-        async with asyncio.timeout(30):
-            while not server.started:
-                if task.done():
-                    task.result()
-                    raise RuntimeError("uvicorn stopped before it started")
-                await asyncio.sleep(0.02)
+    async with uvicorn_serving(create_http_app(settings, context), listener):
         assert await context.embedding.wait_ready(30), context.embedding.note
         yield port, context
-    finally:
-        server.should_exit = True
-        try:
-            await asyncio.wait_for(task, 15)
-        except TimeoutError:
-            server.force_exit = True
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        listener.close()
-
-
-@asynccontextmanager
-async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-        streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session

@@ -6,26 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from app.db.embedded import EmbeddedPostgres
-from bench.common import free_port
-
-
-def _wait_for_health(port: int, server: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert server.poll() is None, f"serve exited with {server.returncode}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("serve did not answer /health")
+from bench.common import free_port, wait_ready
 
 
 def test_sigterm_stops_serve_and_its_embedded_postgres(tmp_path: Path) -> None:
@@ -38,7 +22,7 @@ def test_sigterm_stops_serve_and_its_embedded_postgres(tmp_path: Path) -> None:
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     postmaster = tmp_path / "data" / "pgdata" / "postmaster.pid"
     try:
-        _wait_for_health(port, server)
+        wait_ready(f"http://127.0.0.1:{port}", server, 120, model=False)
         assert postmaster.exists()
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=60) == 128 + signal.SIGTERM
