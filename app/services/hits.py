@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from sqlalchemy import any_, bindparam, func, literal, select, update
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy import func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Primer, Thought, ThoughtHit
+from app.db.repositories.thoughts import id_in_param
 from app.ids import new_id
 
 PROMOTION_BONUS = 0.15
@@ -24,7 +24,7 @@ _COUNT_HITS = (
         ["thought_id", "project_id", "hit_count"],
         select(Thought.id, Thought.project_id, literal(1))
         .where(
-            Thought.id == any_(bindparam("ids", type_=ARRAY(UUID(as_uuid=True)))),
+            id_in_param(Thought.id),
             func.set_config("synchronous_commit", "off", True) == "off",
         )
         .order_by(Thought.id),

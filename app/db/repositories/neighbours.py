@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from sqlalchemy import func, select, text
 
 from app.db.engine import Database
+from app.db.vector import EMBEDDING_DIM
 
 # One HNSW search per thought costs ~0.2-0.4 ms at 100 k thoughts: a chunk is one statement of ~1 s.
 PROBE_CHUNK = 2000
@@ -18,15 +19,16 @@ NEIGHBOURS = 10
 # for two thirds of the time.
 PROBE_EF_SEARCH = 20
 
+_HALF = f"halfvec({EMBEDDING_DIM})"  # the HNSW index's expression: app.db.vector.index_distance
 _PAIRS = text(
-    """
+    f"""
     SELECT a.id AS a, n.id AS b
     FROM thought a
     CROSS JOIN LATERAL (
-        SELECT b.id, b.embedding::halfvec(384) <=> a.embedding::halfvec(384) AS distance
+        SELECT b.id, b.embedding::{_HALF} <=> a.embedding::{_HALF} AS distance
         FROM thought b
         WHERE b.embedding_model = :model AND b.id <> a.id
-        ORDER BY b.embedding::halfvec(384) <=> a.embedding::halfvec(384)  -- the HNSW index's expression
+        ORDER BY b.embedding::{_HALF} <=> a.embedding::{_HALF}
         LIMIT :neighbours
     ) n
     WHERE a.id = ANY(:ids) AND a.embedding_model = :model AND n.distance < :max_distance

@@ -13,7 +13,6 @@ from sqlalchemy import (
     Select,
     Text,
     and_,
-    any_,
     bindparam,
     case,
     cast,
@@ -24,13 +23,13 @@ from sqlalchemy import (
     select,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, REGCONFIG, TSQUERY, UUID
+from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in, thought_select, to_record
+from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in, id_in_param, thought_select, to_record
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
 # A very common word can match most of a project, so the leg ranks at most this many matching rows. Measured at
@@ -64,8 +63,6 @@ class PageRow(NamedTuple):
     superseded_by: list[uuid.UUID]  # sources of `replaces` edges into it that are not archived
     contradicted_by: list[uuid.UUID]  # the other ends of its `contradicts` edges
 
-
-ID_LIST = ARRAY(UUID(as_uuid=True))  # a list of ids travels as one uuid[] parameter
 
 # The hot statements below are built once (per filter shape) and reused with new parameters: building a SELECT
 # per call cost more Python than running it (docs/BENCHMARKS.md).
@@ -159,7 +156,7 @@ def _page_statement(with_distance: bool) -> Select[*tuple[Any, ...]]:
         .add_columns(
             distance.label("distance"), superseded_by.label("superseded_by"), contradicted_by.label("contradicted_by")
         )
-        .where(Thought.id == any_(bindparam("ids", type_=ID_LIST)))
+        .where(id_in_param(Thought.id))
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -35,9 +35,17 @@ THOUGHT_COLUMNS = (
 )
 
 
+ID_LIST = ARRAY(UUID(as_uuid=True))  # a list of ids travels as one uuid[] parameter
+
+
 def id_in(column: Any, ids: Sequence[uuid.UUID] | set[uuid.UUID]) -> Any:
     """`column = ANY(:ids)`: one uuid[] parameter, not one bind per id (cheap to compile, no 32 767-bind limit)."""
-    return column == any_(literal(list(ids), ARRAY(UUID(as_uuid=True))))
+    return column == any_(literal(list(ids), ID_LIST))
+
+
+def id_in_param(column: Any, name: str = "ids") -> Any:
+    """`column = ANY(:name)` with the uuid[] bound at execution: for statements built once and reused."""
+    return column == any_(bindparam(name, type_=ID_LIST))
 
 
 def thought_select() -> Select[*tuple[Any, ...]]:
@@ -65,19 +73,23 @@ class FilterShape(NamedTuple):
     is_cluster: bool | None
     min_importance: bool
 
-    def clauses(self) -> list[Any]:
-        """The filter with bound parameters named as in ThoughtFilter.parameters()."""
+    def clauses(self, values: Mapping[str, Any] | None = None) -> list[Any]:
+        """The filter with bound parameters named as in ThoughtFilter.parameters(), unset or set to `values`."""
+
+        def param(name: str, type_: Any) -> Any:
+            return bindparam(name, type_=type_) if values is None else bindparam(name, values[name], type_=type_)
+
         clauses: list[Any] = []
         if self.project:
-            clauses.append(Thought.project_id == bindparam("filter_project", type_=UUID(as_uuid=True)))
+            clauses.append(Thought.project_id == param("filter_project", UUID(as_uuid=True)))
         if self.statuses:
             clauses.append(Thought.status.in_(self.statuses))
         if self.tag:
-            clauses.append(Thought.tags.contains(bindparam("filter_tags", type_=ARRAY(Text))))
+            clauses.append(Thought.tags.contains(param("filter_tags", ARRAY(Text))))
         if self.is_cluster is not None:
             clauses.append(Thought.is_cluster.is_(self.is_cluster))
         if self.min_importance:
-            clauses.append(Thought.importance >= bindparam("filter_min_importance", type_=Float))
+            clauses.append(Thought.importance >= param("filter_min_importance", Float))
         return clauses
 
 
@@ -111,18 +123,8 @@ class ThoughtFilter:
         return values
 
     def clauses(self) -> list[Any]:
-        clauses: list[Any] = []
-        if self.project_id is not None:
-            clauses.append(Thought.project_id == self.project_id)
-        if self.statuses:
-            clauses.append(Thought.status.in_(self.statuses))
-        if self.tag is not None:
-            clauses.append(Thought.tags.contains([self.tag]))
-        if self.is_cluster is not None:
-            clauses.append(Thought.is_cluster.is_(self.is_cluster))
-        if self.min_importance is not None:
-            clauses.append(Thought.importance >= self.min_importance)
-        return clauses
+        """The filter with its values bound: the shape's clauses, for statements built per call."""
+        return self.shape.clauses(self.parameters())
 
 
 class ThoughtRepository:
