@@ -43,7 +43,7 @@ USER synaptomind
 # reach: the service then serves with the offline model and says so in its log and /health.
 ARG FETCH_E5=true
 RUN if [ "$FETCH_E5" = "true" ]; then \
-      python -c "import os; from pathlib import Path; from app.embedding.embedder import FastEmbedEmbedder; from app.embedding.profiles import PROFILES, E5_SMALL; FastEmbedEmbedder.load(PROFILES[E5_SMALL], None, Path(os.environ['SYNAPTO_EMBEDDING__CACHE_DIR']), None, 64, local_files_only=False)"; \
+      python -c "import os; from pathlib import Path; from app.embedding.embedder import FastEmbedEmbedder; from app.embedding.profiles import PROFILES, E5_SMALL; FastEmbedEmbedder.load(PROFILES[E5_SMALL], None, Path(os.environ['SYNAPTO_EMBEDDING__CACHE_DIR']), None, 8, local_files_only=False)"; \
     fi \
  && synaptomind prepare-model
 

@@ -20,7 +20,7 @@ class EmbeddingSettings(BaseModel):
     model: str = "intfloat/multilingual-e5-small"
     model_dir: Path | None = None
     cache_dir: Path = DEFAULT_CACHE_DIR
-    batch_size: int = Field(default=64, ge=1, le=1024)
+    batch_size: int = Field(default=8, ge=1, le=1024)
     threads: int | None = None
     allow_download: bool = True
 

@@ -27,7 +27,7 @@ class EmbeddingConfig:
     model_dir: Path | None
     cache_dir: Path
     threads: int | None = None
-    batch_size: int = 64
+    batch_size: int = 8
     allow_download: bool = True
 
 

@@ -16,6 +16,7 @@ from app.db.engine import Database, build_engine
 from app.db.models import Role, Thought
 from app.db.repositories.projects import ProjectRepository
 from app.embedding.backfill import BACKFILL_LOCK_KEY, backfill_all, backfill_once
+from app.embedding.embedder import FastEmbedEmbedder
 from app.embedding.profiles import E5_SMALL, OFFLINE_DIR_NAME, OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.ids import new_id
@@ -284,3 +285,52 @@ async def test_a_paraphrase_is_closer_than_an_unrelated_sentence(embedding_runti
     query = await embedding_runtime.embed_query("running out of database connections")
     assert query is not None
     assert _cosine(query, vectors[1]) > _cosine(query, vectors[2])
+
+
+# ---------------------------------------------------------------- the data-parallel passage workers
+
+
+def _offline_embedder(runtime: EmbeddingRuntime) -> FastEmbedEmbedder:
+    assert isinstance(runtime.embedder, FastEmbedEmbedder)
+    return runtime.embedder
+
+
+async def test_passages_split_over_the_workers_come_back_in_order(embedding_runtime: EmbeddingRuntime) -> None:
+    embedder = _offline_embedder(embedding_runtime)
+    texts = [f"thought number {index}: {CONTENTS[index % 3]}" for index in range(3 * embedder.workers * 8 + 5)]
+    together = await embedder.embed_passages(texts)
+    alone = [(await embedder.embed_passages([text_]))[0] for text_ in texts]
+    assert len(together) == len(texts)
+    for index, (mine, reference) in enumerate(zip(together, alone, strict=True)):
+        assert _cosine(mine, reference) > 0.9999, index
+
+
+async def test_a_query_does_not_wait_behind_a_bulk_embedding(embedding_runtime: EmbeddingRuntime) -> None:
+    embedder = _offline_embedder(embedding_runtime)
+    bulk = asyncio.ensure_future(embedder.embed_passages([f"{CONTENTS[1]} ({index})" for index in range(600)]))
+    await asyncio.sleep(0.05)  # the workers are busy with the bulk's batches
+    query = await embedder.embed_query("which distance does the index use?")
+    assert len(query) == 384
+    assert not bulk.done()  # the query finished first: it has its own session, not a place in the queue
+    assert len(await bulk) == 600
+
+
+async def test_cancelling_a_bulk_embedding_drops_its_queued_batches(
+    embedding_runtime: EmbeddingRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = _offline_embedder(embedding_runtime)
+    batches: list[int] = []
+    embed_batch = embedder._embed_batch
+
+    def counted(texts: list[str]) -> Any:
+        batches.append(len(texts))
+        return embed_batch(texts)
+
+    monkeypatch.setattr(embedder, "_embed_batch", counted)
+    bulk = asyncio.ensure_future(embedder.embed_passages([f"{CONTENTS[2]} ({index})" for index in range(2000)]))
+    await asyncio.sleep(0.1)
+    bulk.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await bulk
+    assert len(await embedder.embed_passages(["after the cancel"])) == 1  # queued behind what already ran
+    assert 0 < len(batches) - 1 < 2000 // embedder.batch_size  # the cancelled call's unstarted batches never ran
