@@ -161,7 +161,10 @@ class ClusterService:
         records = await self.thoughts.get_many([thought_id for group in big for thought_id in group])
         groups = []
         for group in sorted(big, key=lambda members: members[0]):
-            members = [records[thought_id] for thought_id in group]
+            # A member deleted after the probes ran (READ COMMITTED) is left out, and so is a group it shrinks.
+            members = [records[thought_id] for thought_id in group if thought_id in records]
+            if len(members) < min_members:
+                continue
             projects = {member.project_id for member in members}
             newest = max(members, key=lambda member: member.created_at)
             groups.append(ClusterGroup(members, projects.pop() if len(projects) == 1 else None, cluster_title(newest)))

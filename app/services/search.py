@@ -206,12 +206,17 @@ class SearchService:
         gate = self.default_gate if query.min_relevance is None else query.min_relevance
         kept = [candidate for candidate in candidates if self._passes(candidate, gate)]
         mode: Literal["flag", "off"] = "flag" if query.supersession_mode == "suppress" else query.supersession_mode
-        hits = await self._hits(kept[: query.limit], vector, mode, query.contradiction_mode)
+        page = kept[: query.limit]
+        hits = await self._hits(page, vector, mode, query.contradiction_mode)
+        vanished = len(page) - len(hits)  # deleted by a transaction that committed after the legs ran
         # Standing re-orders the page, not the pool: sorting the whole over-fetched pool would push every
         # flagged hit behind every current candidate, i.e. out of the page (flag acting as suppress).
         hits.sort(key=lambda hit: STANDING_ORDER[hit.standing])  # stable: keeps score order inside a group
         reason = "no_match" if total == 0 else None
-        return SearchOutcome(hits=hits, total=total, filtered_out=total - len(kept), degraded=degraded, reason=reason)
+        filtered_out = total - len(kept)
+        return SearchOutcome(
+            hits=hits, total=total - vanished, filtered_out=filtered_out, degraded=degraded, reason=reason
+        )
 
     def _passes(self, candidate: Candidate, gate: float) -> bool:
         """Lexical anchors are never gated; a vector-only row needs a calibrated relevance of at least `gate`."""
@@ -262,7 +267,9 @@ class SearchService:
         rows = await self.repo.page([candidate.id for candidate in page], vector, model_id)
         hits: list[Hit] = []
         for candidate in page:
-            row = rows[candidate.id]
+            row = rows.get(candidate.id)
+            if row is None:  # READ COMMITTED: each statement sees what committed before it began
+                continue
             distance = row.distance if candidate.distance is None else candidate.distance
             similarity = None if distance is None else 1.0 - distance
             hit = Hit(thought=row.record, match_source=candidate.match_source, similarity=similarity)

@@ -486,3 +486,24 @@ async def test_auto_cluster_confirm_links_every_member_in_one_transaction(writer
     )
     assert sorted(row[0] for row in found) == sorted(members)
     assert all(row[1] == pytest.approx(0.6) and row[2] == 1 for row in found)
+
+
+async def test_auto_cluster_leaves_out_a_member_deleted_while_it_probed(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """READ COMMITTED: a draft deleted after the eligibility read and the probes must not fail the call."""
+    world = await _clusterable(writer)
+    gone = world["billing"][0]["id"]
+    await execute(writer, "UPDATE thought SET status = 'draft' WHERE id = :id", id=uuid.UUID(gone))
+    pairs = neighbours.NeighbourProbe.pairs
+
+    async def then_delete(self: neighbours.NeighbourProbe, *args: Any, **kwargs: Any) -> Any:
+        found = await pairs(self, *args, **kwargs)
+        await execute(writer, "DELETE FROM thought WHERE id = :id", id=uuid.UUID(gone))  # its own transaction
+        return found
+
+    monkeypatch.setattr(neighbours.NeighbourProbe, "pairs", then_delete)
+    answer = await writer.ok("memory_crystallize", {"action": "auto_cluster"})
+    assert _group_ids(answer.items) == sorted(
+        [{t["id"] for t in world["billing"][1:]}, {t["id"] for t in world["deploy"]}], key=lambda group: min(group)
+    )

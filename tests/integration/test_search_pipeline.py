@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from app.db.repositories.search import SearchRepository
 from app.services.context import Limits
 from tests.conftest import MODEL_CACHE
 from tests.helpers import ToolCaller
@@ -369,3 +370,22 @@ async def test_degraded_search_answers_from_the_lexical_leg(writer: ToolCaller, 
     nothing = await search(down, PARAPHRASE_OF_LUNCH)
     assert nothing.items == [] and nothing.meta["reason"] == "no_match" and nothing.meta["degraded"] is True
     assert (await search(reader, "lunch")).meta["degraded"] is False
+
+
+async def test_a_row_deleted_between_the_legs_and_the_page_read_is_left_out(
+    writer: ToolCaller, reader: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """READ COMMITTED: the page read sees a delete committed after the legs ran; the search must not fail."""
+    ids = await bulk(writer, ["The lunch order goes to the office manager", "Lunch is served at noon on Fridays"])
+    await execute(writer.context, "UPDATE thought SET status = 'archived', archived_at = now()")
+    vector_leg = SearchRepository.vector_leg
+
+    async def then_delete(self: SearchRepository, *args: Any, **kwargs: Any) -> Any:
+        rows = await vector_leg(self, *args, **kwargs)
+        await execute(writer.context, "DELETE FROM thought WHERE id = :id", id=uuid.UUID(ids[0]))  # own transaction
+        return rows
+
+    monkeypatch.setattr(SearchRepository, "vector_leg", then_delete)
+    answer = await search(reader, "lunch", status="archived", min_relevance=0)
+    assert ids_of(answer) == [ids[1]]
+    assert answer.meta["counts"] == {"total": 1, "returned": 1, "filtered_out": 0}
