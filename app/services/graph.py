@@ -12,7 +12,7 @@ from app.db.models import EdgeType
 from app.db.records import EdgeRecord
 from app.db.repositories.edges import EdgeRepository
 from app.db.repositories.thoughts import ThoughtRepository
-from app.services.recall import Neighbour
+from app.services.recall import Neighbour, one_hop
 
 # Walks parent/develops edges away from a thought; `source → target` means source is the earlier one.
 _CHAIN_SQL = """
@@ -45,14 +45,7 @@ class GraphService:
         self.edges = EdgeRepository(session)
 
     async def neighbourhood(self, thought_id: uuid.UUID, max_edges: int) -> tuple[list[Neighbour], list[Neighbour]]:
-        """(upstream: edges into the thought, downstream: edges out of it), one hop, every type."""
-        edges = await self.edges.incident(thought_id, max_edges)
-        others = await self.thoughts.get_many(
-            [edge.source_id if edge.target_id == thought_id else edge.target_id for edge in edges]
-        )
-        upstream = [Neighbour(e, others[e.source_id]) for e in edges if e.target_id == thought_id]
-        downstream = [Neighbour(e, others[e.target_id]) for e in edges if e.source_id == thought_id]
-        return upstream, downstream
+        return await one_hop(self.thoughts, self.edges, thought_id, max_edges)
 
     async def chain(self, thought_id: uuid.UUID, max_depth: int, cap: int) -> tuple[list[ChainStep], list[ChainStep]]:
         """Ancestors (upstream) and descendants (downstream) over parent/develops, up to max_depth hops."""

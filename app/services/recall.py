@@ -27,6 +27,22 @@ class ThoughtWithEdges:
     downstream: list[Neighbour] = field(default_factory=list)  # edges out of it
 
 
+async def one_hop(
+    thoughts: ThoughtRepository, edges: EdgeRepository, thought_id: uuid.UUID, max_edges: int
+) -> tuple[list[Neighbour], list[Neighbour]]:
+    """(upstream: edges into the thought, downstream: edges out of it), one hop, every type."""
+    incident = await edges.incident(thought_id, max_edges)
+    others = await thoughts.get_many([e.source_id if e.target_id == thought_id else e.target_id for e in incident])
+    # An end deleted after the edges were read (READ COMMITTED) is left out with its edge.
+    upstream = [
+        Neighbour(e, others[e.source_id]) for e in incident if e.target_id == thought_id and e.source_id in others
+    ]
+    downstream = [
+        Neighbour(e, others[e.target_id]) for e in incident if e.source_id == thought_id and e.target_id in others
+    ]
+    return upstream, downstream
+
+
 class RecallService:
     def __init__(self, session: AsyncSession, hits: HitService) -> None:
         self.thoughts = ThoughtRepository(session)
@@ -40,12 +56,8 @@ class RecallService:
         if not include_edges:
             await self.hits.record([thought.id])
             return ThoughtWithEdges(thought)
-        edges = await self.edges.incident(thought.id, max_edges)
-        others = await self.thoughts.get_many(
-            [edge.source_id if edge.target_id == thought.id else edge.target_id for edge in edges]
-        )
-        upstream = [Neighbour(e, others[e.source_id]) for e in edges if e.target_id == thought.id]
-        downstream = [Neighbour(e, others[e.target_id]) for e in edges if e.source_id == thought.id]
+        upstream, downstream = await one_hop(self.thoughts, self.edges, thought.id, max_edges)
+        others = [neighbour.thought.id for neighbour in (*upstream, *downstream)]
         # Every thought an answer returns counts one hit (DESIGN.md §9), neighbours included.
         await self.hits.record([thought.id, *others])
         return ThoughtWithEdges(thought, upstream, downstream)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from app.db.repositories.edges import EdgeRepository
 from app.services.context import AppContext
 from tests.contract import COMPACT_THOUGHT_KEYS as COMPACT_KEYS
 from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS
@@ -465,3 +466,21 @@ async def test_list_refuses_a_negative_offset(reader: ToolCaller) -> None:
     answer = await reader("memory_recall", {"action": "list", "offset": -1})
     assert answer.error["statusCode"] == 400
     assert answer.text.startswith("Invalid argument 'offset' for memory_recall action=list")
+
+
+async def test_a_neighbour_deleted_after_the_edges_were_read_is_left_out(
+    writer: ToolCaller, reader: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """READ COMMITTED: the neighbours' read sees a delete that committed after the edges' read."""
+    top, middle, bottom = await chain_of_three(writer)
+    incident = EdgeRepository.incident
+
+    async def then_delete(self: EdgeRepository, *args: Any, **kwargs: Any) -> Any:
+        edges = await incident(self, *args, **kwargs)
+        await execute(writer.context, "DELETE FROM thought WHERE id = :id", id=uuid.UUID(bottom["id"]))
+        return edges
+
+    monkeypatch.setattr(EdgeRepository, "incident", then_delete)
+    item = (await get(reader, middle["id"], include_edges=True)).item
+    assert [up["thought"]["id"] for up in item["upstream"]] == [top["id"]]
+    assert item["downstream"] == []

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from app.db.repositories.thoughts import ThoughtRepository
 from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.profiles import OFFLINE_MINILM
 from app.services.context import AppContext
@@ -663,3 +664,60 @@ async def test_reader_may_not_bulk_create(reader: ToolCaller) -> None:
     answer = await bulk(reader, [{"content": "nope"}])
     assert_refused(answer, 403, "memory_store action=bulk_create")
     assert await snapshot(reader.context) == before
+
+
+async def test_a_duplicate_deleted_before_bulk_create_locks_it_is_created_anew(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live duplicate is found, then deleted (it was a draft) before the call locks it: store it again."""
+    draft = await create(writer, "The cache is warmed at deploy time", status="draft")
+    find = ThoughtRepository.find_live_by_content
+
+    async def then_delete(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
+        found = await find(self, *args, **kwargs)
+        async with writer.context.db.unit_of_work() as session:
+            await session.execute(text("DELETE FROM thought WHERE id = :id"), {"id": uuid.UUID(draft["id"])})
+        return found
+
+    monkeypatch.setattr(ThoughtRepository, "find_live_by_content", then_delete)
+    answer = await writer.ok(
+        "memory_store", {"action": "bulk_create", "thoughts": [{"content": "The cache is warmed at deploy time"}]}
+    )
+    [row] = answer.items
+    assert row["status"] == "created" and row["thought"]["id"] != draft["id"]
+    assert [r.id for r in await rows(writer.context, "SELECT id::text FROM thought")] == [row["thought"]["id"]]
+
+
+async def test_bulk_create_keeps_its_parents_and_duplicates_from_being_deleted(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows the call references are locked FOR KEY SHARE when read: a delete waits for the commit."""
+    parent = await create(writer, "The parent decision", status="draft")
+    duplicate = await create(writer, "An existing draft", status="draft")
+    refused: list[str] = []
+    get_many = ThoughtRepository.get_many
+
+    async def try_deletes(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
+        found = await get_many(self, *args, **kwargs)
+        if not kwargs.get("key_share"):  # the read of the answer's rows, after the writes
+            return found
+        for thought in (parent, duplicate):
+            try:
+                async with writer.context.db.unit_of_work() as session:
+                    await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
+                    await session.execute(text("DELETE FROM thought WHERE id = :id"), {"id": uuid.UUID(thought["id"])})
+            except Exception as error:  # the lock timeout, through SQLAlchemy's wrapper
+                refused.append(str(error))
+        return found
+
+    monkeypatch.setattr(ThoughtRepository, "get_many", try_deletes)
+    answer = await writer.ok(
+        "memory_store",
+        {
+            "action": "bulk_create",
+            "thoughts": [{"content": "A child", "parent_id": parent["id"]}, {"content": "An existing draft"}],
+        },
+    )
+    assert [row["status"] for row in answer.items] == ["created", "created"]
+    assert answer.items[1]["thought"]["id"] == duplicate["id"]  # merged into the existing draft
+    assert len(refused) == 2 and all("lock timeout" in message for message in refused), refused

@@ -152,17 +152,25 @@ class ThoughtRepository:
         row = (await self.session.execute(statement)).first()
         return to_record(row) if row else None
 
-    async def get_many(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ThoughtRecord]:
+    async def get_many(
+        self, thought_ids: Sequence[uuid.UUID], *, key_share: bool = False
+    ) -> dict[uuid.UUID, ThoughtRecord]:
+        """The thoughts that exist; `key_share` keeps them from being deleted until the transaction ends."""
         if not thought_ids:
             return {}
-        rows = await self.session.execute(thought_select().where(id_in(Thought.id, set(thought_ids))))
-        return {row.id: to_record(row) for row in rows}
+        statement = thought_select().where(id_in(Thought.id, set(thought_ids)))
+        if key_share:
+            statement = statement.with_for_update(of=Thought, key_share=True)
+        return {row.id: to_record(row) for row in await self.session.execute(statement)}
 
-    async def existing_ids(self, thought_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    async def existing_ids(self, thought_ids: Sequence[uuid.UUID], *, key_share: bool = False) -> set[uuid.UUID]:
+        """The ids that exist; `key_share` as in `get_many` (a row about to be referenced stays)."""
         if not thought_ids:
             return set()
-        rows = await self.session.execute(select(Thought.id).where(id_in(Thought.id, set(thought_ids))))
-        return {row.id for row in rows}
+        statement = select(Thought.id).where(id_in(Thought.id, set(thought_ids)))
+        if key_share:
+            statement = statement.with_for_update(key_share=True)
+        return {row.id for row in await self.session.execute(statement)}
 
     async def find_live_by_content(self, project_id: uuid.UUID, contents: Sequence[str]) -> dict[str, ThoughtRecord]:
         """Draft/active thoughts of a project whose content equals one of `contents` (oldest wins)."""
