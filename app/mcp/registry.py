@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from app.db.engine import is_unavailable
 from app.db.models import Role
 from app.db.records import Principal
-from app.errors import AppError, bad_request, forbidden, unavailable
+from app.errors import AppError, bad_request, conflict, forbidden, unavailable
 from app.mcp import wire
 from app.observability import new_request_id, observe_call
 from app.services.context import AppContext
@@ -235,6 +235,7 @@ _INPUT_SQLSTATES = ("22", "54", "23502", "23514")
 
 # Deadlock detected / serialization failure: nothing was written, the same call can simply run again.
 CONCURRENCY_SQLSTATES = frozenset({"40P01", "40001"})
+FOREIGN_KEY_VIOLATION = "23503"
 
 
 def _sqlstate(error: Exception) -> str | None:
@@ -257,6 +258,11 @@ def _classify(error: Exception, call: str = "this call") -> AppError | None:
         return unavailable("The call collided with a concurrent one and was rolled back; retry it")
     if is_unavailable(error):
         return unavailable("Database unavailable; retry shortly")
+    if _sqlstate(error) == FOREIGN_KEY_VIOLATION:  # the services check references first: a concurrent delete
+        return conflict(
+            f"{call} refers to a thought or project that a concurrent call deleted; nothing was written. "
+            "Read the ids again before retrying"
+        )
     if _caused_by_a_value(error):
         return bad_request(
             f"Invalid arguments for {call}: a value is out of the range that can be stored "

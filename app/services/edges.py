@@ -185,9 +185,12 @@ class EdgeService:
         )
 
     async def _ends(self, source_id: uuid.UUID, target_id: uuid.UUID) -> dict[uuid.UUID, bool]:
-        """{id: is_cluster} of both ends; refuses a missing one naming its argument."""
+        """{id: is_cluster} of both ends, kept from deletion until the commit (FOR KEY SHARE, as the edge's
+        foreign keys would lock them); refuses a missing one naming its argument."""
         rows = await self.session.execute(
-            select(Thought.id, Thought.is_cluster).where(Thought.id.in_((source_id, target_id)))
+            select(Thought.id, Thought.is_cluster)
+            .where(Thought.id.in_((source_id, target_id)))
+            .with_for_update(key_share=True)
         )
         found = {row.id: bool(row.is_cluster) for row in rows}
         for thought_id, name in ((source_id, "source_id"), (target_id, "target_id")):

@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from app.db.models import Role
 from app.services.context import AppContext
+from app.services.edges import EdgeService
 from tests.conftest import make_user
 from tests.helpers import Answer, ToolCaller, snapshot
 
@@ -814,3 +815,27 @@ async def test_readers_are_refused_on_every_edge_write_and_preview(
         )
         assert_error(answer, 403, message)
     assert await snapshot(writer.context) == before
+
+
+async def test_link_keeps_both_ends_from_being_deleted_until_it_commits(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ends are locked FOR KEY SHARE when link checks them: a concurrent delete waits for the commit."""
+    source, target = await thoughts(writer, 2)
+    refused: list[str] = []
+    ends = EdgeService._ends
+
+    async def try_delete(self: EdgeService, *args: Any) -> Any:
+        found = await ends(self, *args)
+        try:
+            async with writer.context.db.unit_of_work() as session:
+                await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
+                await session.execute(text("DELETE FROM thought WHERE id = :id"), {"id": uuid.UUID(target)})
+        except Exception as error:  # the lock timeout, through SQLAlchemy's wrapper
+            refused.append(str(error))
+        return found
+
+    monkeypatch.setattr(EdgeService, "_ends", try_delete)
+    edge = await linked(writer, source, target)
+    assert (edge["source_id"], edge["target_id"]) == (source, target)
+    assert len(refused) == 1 and "lock timeout" in refused[0], refused

@@ -34,3 +34,14 @@ def test_a_value_the_database_cannot_hold_is_a_400_without_driver_text() -> None
 def test_anything_else_stays_unclassified() -> None:
     assert _classify(RuntimeError("boom")) is None
     assert _classify(driver_error("42601")) is None
+
+
+def test_a_foreign_key_violation_is_a_409_naming_the_call() -> None:
+    """The services check every reference first, so only a concurrent delete gets this far."""
+    error = _classify(driver_error("23503"), "memory_store action=link")
+    assert error is not None
+    assert (error.status_code, error.retryable) == (409, False)
+    assert error.message == (
+        "memory_store action=link refers to a thought or project that a concurrent call deleted; nothing was "
+        "written. Read the ids again before retrying"
+    )
