@@ -85,7 +85,7 @@ class ClusterService:
         model_id: str | None,
     ) -> tuple[ThoughtRecord, list[EdgeRecord], list[ThoughtRecord]]:
         unique = list(dict.fromkeys(member_ids))
-        members = await self.thoughts.get_many(unique, key_share=True)
+        members = await self.thoughts.get_many(unique, lock="key share")
         missing = [str(thought_id) for thought_id in unique if thought_id not in members]
         if missing:
             raise not_found(f"Thought {', '.join(missing)} not found (thought_ids)")

@@ -65,7 +65,7 @@ class EdgeService:
                 select(Thought.id)
                 .where(Thought.id.in_(ends))
                 .order_by(Thought.id)
-                .with_for_update(key_share=True)  # FOR NO KEY UPDATE
+                .with_for_update(read=True, key_share=True)  # FOR KEY SHARE: kept from deletion until the commit
             )
 
     async def get(self, edge_id: uuid.UUID) -> EdgeRecord | None:
@@ -190,7 +190,7 @@ class EdgeService:
         rows = await self.session.execute(
             select(Thought.id, Thought.is_cluster)
             .where(Thought.id.in_((source_id, target_id)))
-            .with_for_update(key_share=True)
+            .with_for_update(read=True, key_share=True)
         )
         found = {row.id: bool(row.is_cluster) for row in rows}
         for thought_id, name in ((source_id, "source_id"), (target_id, "target_id")):

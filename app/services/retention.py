@@ -123,7 +123,7 @@ class RetentionService:
     async def compact(
         self, source_ids: list[uuid.UUID], summary: dict[str, Any], project: ProjectRecord | None
     ) -> ThoughtRecord:
-        sources = await self.thoughts.get_many(source_ids, key_share=True)
+        sources = await self.thoughts.get_many(source_ids, lock="key share")
         missing = [str(thought_id) for thought_id in source_ids if thought_id not in sources]
         if missing:
             raise not_found(f"Thought {', '.join(missing)} not found (source_ids)")

@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import text
 
 from app.db.engine import Database, build_engine
+from app.db.repositories.thoughts import ThoughtRepository
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext, Limits
 from tests.helpers import Answer, ToolCaller
@@ -366,3 +367,35 @@ async def test_concurrent_confirms_of_one_primer_token_execute_once(replicas: li
     [primer] = (await replicas[0].ok("memory_primers", {"action": "list"})).items
     await race_confirms(replicas, "memory_primers", {"action": "delete", "primer_id": primer["id"]})
     assert (await rows(replicas[0].context, "SELECT count(*) FROM primer"))[0][0] == 0
+
+
+# ---------------------------------------------------------------- bulk_create merging into one duplicate
+
+
+async def test_concurrent_merges_into_one_duplicate_keep_every_tag(
+    replicas: list[ToolCaller], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two calls merge tags into the same existing thought; each read is held open so both overlap."""
+    content = f"The nightly export runs at 02:00 UTC ({uuid.uuid4().hex[:6]})"
+    await replicas[0].ok("memory_manage", {"action": "create", "name": "Exports", "local_path": "/srv/exports"})
+    where = {"cwd": "/srv/exports"}
+    await replicas[0].ok("memory_store", {"action": "create", "content": content, "tags": ["base"], **where})
+    get_many = ThoughtRepository.get_many
+
+    async def slow_read(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
+        found = await get_many(self, *args, **kwargs)
+        await asyncio.sleep(0.3)  # the other call reads meanwhile
+        return found
+
+    monkeypatch.setattr(ThoughtRepository, "get_many", slow_read)
+    answers = await asyncio.gather(
+        *(
+            caller(
+                "memory_store", {"action": "bulk_create", "thoughts": [{"content": content, "tags": [tag]}], **where}
+            )
+            for caller, tag in zip(replicas, ("red", "blue"), strict=False)
+        )
+    )
+    assert all(not answer.is_error for answer in answers), [answer.text for answer in answers]
+    [(tags,)] = await rows(replicas[0].context, "SELECT tags FROM thought WHERE content = :c", c=content)
+    assert sorted(tags) == ["base", "blue", "red"]

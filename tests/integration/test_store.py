@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from app.db.repositories.thoughts import ThoughtRepository
 from app.db.repositories.url_links import UrlLinkRepository
@@ -691,26 +692,34 @@ async def test_a_duplicate_deleted_before_bulk_create_locks_it_is_created_anew(
 async def test_bulk_create_keeps_its_parents_and_duplicates_from_being_deleted(
     writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Rows the call references are locked FOR KEY SHARE when read: a delete waits for the commit."""
+    """Parents are locked FOR KEY SHARE (a delete waits, an update does not); the duplicate whose tags the call
+    merges FOR NO KEY UPDATE (a delete and an update wait)."""
     parent = await create(writer, "The parent decision", status="draft")
     duplicate = await create(writer, "An existing draft", status="draft")
-    refused: list[str] = []
+    outcomes: dict[tuple[str, str], str] = {}
     get_many = ThoughtRepository.get_many
 
-    async def try_deletes(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
+    async def try_writes(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
         found = await get_many(self, *args, **kwargs)
-        if not kwargs.get("key_share"):  # the read of the answer's rows, after the writes
+        if kwargs.get("lock") is None:  # the read of the answer's rows, after the writes
             return found
-        for thought in (parent, duplicate):
-            try:
-                async with writer.context.db.unit_of_work() as session:
-                    await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
-                    await session.execute(text("DELETE FROM thought WHERE id = :id"), {"id": uuid.UUID(thought["id"])})
-            except Exception as error:  # the lock timeout, through SQLAlchemy's wrapper
-                refused.append(str(error))
+        for name, thought in (("parent", parent), ("duplicate", duplicate)):
+            for statement in (
+                "UPDATE thought SET importance = importance WHERE id = :id",
+                "DELETE FROM thought WHERE id = :id",
+            ):
+                try:
+                    async with writer.context.db.unit_of_work() as session:
+                        await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
+                        await session.execute(text(statement), {"id": uuid.UUID(thought["id"])})
+                    outcomes[(name, statement.split()[0])] = "ran"
+                    if statement.startswith("DELETE"):
+                        raise AssertionError(f"the {name} was deleted under the call")
+                except DBAPIError as error:
+                    outcomes[(name, statement.split()[0])] = "waited" if "lock timeout" in str(error) else str(error)
         return found
 
-    monkeypatch.setattr(ThoughtRepository, "get_many", try_deletes)
+    monkeypatch.setattr(ThoughtRepository, "get_many", try_writes)
     answer = await writer.ok(
         "memory_store",
         {
@@ -720,4 +729,9 @@ async def test_bulk_create_keeps_its_parents_and_duplicates_from_being_deleted(
     )
     assert [row["status"] for row in answer.items] == ["created", "created"]
     assert answer.items[1]["thought"]["id"] == duplicate["id"]  # merged into the existing draft
-    assert len(refused) == 2 and all("lock timeout" in message for message in refused), refused
+    assert outcomes == {
+        ("parent", "UPDATE"): "ran",
+        ("parent", "DELETE"): "waited",
+        ("duplicate", "UPDATE"): "waited",
+        ("duplicate", "DELETE"): "waited",
+    }

@@ -6,7 +6,7 @@ import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import ColumnElement, Float, Select, Text, and_, any_, bindparam, func, insert, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
@@ -127,6 +127,10 @@ class ThoughtFilter:
         return self.shape.clauses(self.parameters())
 
 
+# Row locks a read can take (SQLAlchemy: with_for_update(read=…, key_share=True)).
+RowLock = Literal["key share", "no key update"]
+
+
 class ThoughtRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -153,23 +157,28 @@ class ThoughtRepository:
         return to_record(row) if row else None
 
     async def get_many(
-        self, thought_ids: Sequence[uuid.UUID], *, key_share: bool = False
+        self, thought_ids: Sequence[uuid.UUID], *, lock: RowLock | None = None
     ) -> dict[uuid.UUID, ThoughtRecord]:
-        """The thoughts that exist; `key_share` keeps them from being deleted until the transaction ends."""
+        """The thoughts that exist, optionally locked until the transaction ends (in id order, so two
+        callers locking overlapping sets cannot deadlock): `key share` keeps them from being deleted,
+        `no key update` also from being updated, for a read-modify-write of their fields."""
         if not thought_ids:
             return {}
         statement = thought_select().where(id_in(Thought.id, set(thought_ids)))
-        if key_share:
-            statement = statement.with_for_update(of=Thought, key_share=True)
+        if lock is not None:
+            statement = statement.order_by(Thought.id).with_for_update(
+                of=Thought, read=lock == "key share", key_share=True
+            )
         return {row.id: to_record(row) for row in await self.session.execute(statement)}
 
-    async def existing_ids(self, thought_ids: Sequence[uuid.UUID], *, key_share: bool = False) -> set[uuid.UUID]:
-        """The ids that exist; `key_share` as in `get_many` (a row about to be referenced stays)."""
+    async def existing_ids(self, thought_ids: Sequence[uuid.UUID], *, lock_keys: bool = False) -> set[uuid.UUID]:
+        """The ids that exist; `lock_keys` keeps them from being deleted until the transaction ends (FOR KEY
+        SHARE, the lock a foreign key referencing them takes)."""
         if not thought_ids:
             return set()
         statement = select(Thought.id).where(id_in(Thought.id, set(thought_ids)))
-        if key_share:
-            statement = statement.with_for_update(key_share=True)
+        if lock_keys:
+            statement = statement.order_by(Thought.id).with_for_update(read=True, key_share=True)
         return {row.id for row in await self.session.execute(statement)}
 
     async def find_live_by_content(self, project_id: uuid.UUID, contents: Sequence[str]) -> dict[str, ThoughtRecord]:
