@@ -65,7 +65,7 @@ class EdgeService:
                 select(Thought.id)
                 .where(Thought.id.in_(ends))
                 .order_by(Thought.id)
-                .with_for_update(read=True, key_share=True)  # FOR KEY SHARE: kept from deletion until the commit
+                .with_for_update(key_share=True)  # FOR NO KEY UPDATE
             )
 
     async def get(self, edge_id: uuid.UUID) -> EdgeRecord | None:
