@@ -667,26 +667,35 @@ async def test_reader_may_not_bulk_create(reader: ToolCaller) -> None:
     assert await snapshot(reader.context) == before
 
 
-async def test_a_duplicate_deleted_before_bulk_create_locks_it_is_created_anew(
-    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "gone",
+    [
+        "DELETE FROM thought WHERE id = :id",
+        "UPDATE thought SET status = 'archived', archived_at = now() WHERE id = :id",
+    ],
+    ids=["deleted", "archived"],
+)
+async def test_a_duplicate_gone_before_bulk_create_locks_it_is_created_anew(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch, gone: str
 ) -> None:
-    """The live duplicate is found, then deleted (it was a draft) before the call locks it: store it again."""
+    """The live duplicate is found, then deleted or archived before the call locks it: store the row anew."""
     draft = await create(writer, "The cache is warmed at deploy time", status="draft")
     find = ThoughtRepository.find_live_by_content
 
-    async def then_delete(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
+    async def then_remove(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
         found = await find(self, *args, **kwargs)
         async with writer.context.db.unit_of_work() as session:
-            await session.execute(text("DELETE FROM thought WHERE id = :id"), {"id": uuid.UUID(draft["id"])})
+            await session.execute(text(gone), {"id": uuid.UUID(draft["id"])})
         return found
 
-    monkeypatch.setattr(ThoughtRepository, "find_live_by_content", then_delete)
+    monkeypatch.setattr(ThoughtRepository, "find_live_by_content", then_remove)
     answer = await writer.ok(
         "memory_store", {"action": "bulk_create", "thoughts": [{"content": "The cache is warmed at deploy time"}]}
     )
     [row] = answer.items
     assert row["status"] == "created" and row["thought"]["id"] != draft["id"]
-    assert [r.id for r in await rows(writer.context, "SELECT id::text FROM thought")] == [row["thought"]["id"]]
+    live = await rows(writer.context, "SELECT id::text FROM thought WHERE status <> 'archived'")
+    assert [r.id for r in live] == [row["thought"]["id"]]
 
 
 async def test_bulk_create_keeps_its_parents_and_duplicates_from_being_deleted(
