@@ -37,8 +37,8 @@ class ProjectService:
         await self.projects.ensure_default()
         return await self.projects.list_all()
 
-    async def get(self, project_id: uuid.UUID) -> ProjectRecord:
-        project = await self.projects.get(project_id)
+    async def get(self, project_id: uuid.UUID, *, for_update: bool = False) -> ProjectRecord:
+        project = await self.projects.get(project_id, for_update=for_update)
         if project is None:
             raise not_found(f"Project {project_id} not found (list them with memory_manage action=list)")
         return project
@@ -64,8 +64,10 @@ class ProjectService:
             await self.projects.update_fields(project.id, values)
         return await self.get(project.id)
 
-    async def plan_delete(self, project_id: uuid.UUID) -> DeletePlan:
-        project = await self.get(project_id)
+    async def plan_delete(self, project_id: uuid.UUID, *, lock: bool = False) -> DeletePlan:
+        """What a delete would do; with `lock` (to execute it) the project row is locked first: writes into the
+        project that are under way finish before (their thoughts move too), later ones wait and then fail."""
+        project = await self.get(project_id, for_update=lock)
         if project.is_default:
             raise bad_request("The default project cannot be deleted (it receives the thoughts of deleted projects)")
         default = await self.projects.ensure_default()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -468,3 +469,27 @@ async def test_delete_confirm_follows_the_instruction_for_any_id_spelling(admin:
         {"action": "delete", "project_id": project["id"], "confirm": True, "preview_token": token},
     )
     assert answer.item["action"] == "deleted"
+
+
+async def test_delete_waits_for_a_write_into_the_project_and_moves_its_thought_too(admin: ToolCaller) -> None:
+    """A thought inserted (not yet committed) into the project when the delete executes: the delete locks the
+    project row, so it waits for that insert (whose foreign key holds a share lock) and then moves it as well."""
+    project = await create_project(admin, "Doomed", "/srv/doomed")
+    await admin.ok("memory_store", {"action": "create", "content": "already there", "cwd": "/srv/doomed"})
+    token = (await admin.ok("memory_manage", {"action": "delete", "project_id": project["id"]})).item["preview_token"]
+    late = uuid.uuid4()
+    async with admin.context.db.unit_of_work() as session:  # the in-flight write
+        await session.execute(
+            text("INSERT INTO thought (id, project_id, content) VALUES (:id, :project, 'written meanwhile')"),
+            {"id": late, "project": uuid.UUID(project["id"])},
+        )
+        arguments = {"action": "delete", "project_id": project["id"], "confirm": True, "preview_token": token}
+        deleting = asyncio.ensure_future(admin("memory_manage", arguments))
+        await asyncio.sleep(0.3)
+        assert not deleting.done()  # waiting for this transaction
+    answer = await deleting
+    assert not answer.is_error, answer.text
+    assert answer.item["thoughts_moved"] == 2
+    assert await rows(admin, "SELECT project_id::text FROM thought WHERE id = :id", id=late) == [
+        (await default_project_id(admin),)
+    ]

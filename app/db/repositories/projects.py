@@ -46,8 +46,11 @@ class ProjectRepository:
         rows = await self.session.execute(select(*_COLUMNS).order_by(Project.is_default.desc(), Project.name))
         return [_record(row) for row in rows]
 
-    async def get(self, project_id: uuid.UUID) -> ProjectRecord | None:
-        row = (await self.session.execute(select(*_COLUMNS).where(Project.id == project_id))).first()
+    async def get(self, project_id: uuid.UUID, *, for_update: bool = False) -> ProjectRecord | None:
+        statement = select(*_COLUMNS).where(Project.id == project_id)
+        if for_update:
+            statement = statement.with_for_update(of=Project)
+        row = (await self.session.execute(statement)).first()
         return _record(row) if row else None
 
     async def find_by_name(self, name: str) -> ProjectRecord | None:

@@ -99,7 +99,7 @@ async def delete_project(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
             # The token first: replaying a spent token is refused as already used, even though
             # the project it deleted is gone by then (DESIGN §10).
             await previews.redeem(ctx.principal, TOOL, "delete", arguments, args.preview_token)
-            plan = await service.plan_delete(project_id)
+            plan = await service.plan_delete(project_id, lock=True)
             moved = await service.delete(plan, ctx.principal)
             item: dict[str, Any] = {
                 "action": "deleted",
