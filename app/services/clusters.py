@@ -54,6 +54,10 @@ def cluster_title(member: ThoughtRecord) -> str:
     return title + ("…" if len(words) > CLUSTER_TITLE_WORDS else "")
 
 
+# Advisory lock: auto_cluster confirms run one at a time (each computes its groups after the last one committed).
+AUTO_CLUSTER_LOCK_KEY = 7_302_002
+
+
 class ClusterService:
     def __init__(self, session: AsyncSession, principal: Principal) -> None:
         self.session = session
@@ -125,6 +129,10 @@ class ClusterService:
         if len(projects) == 1:
             return projects.pop()
         return (await ProjectRepository(self.session).ensure_default()).id
+
+    async def lock_auto_cluster(self) -> None:
+        """Held to the commit: two confirms at once would otherwise both cluster the same eligible thoughts."""
+        await self.session.execute(select(func.pg_advisory_xact_lock(AUTO_CLUSTER_LOCK_KEY)))
 
     async def auto_groups(
         self, max_distance: float, min_members: int, min_age_days: int, model_id: str, probe: NeighbourProbe

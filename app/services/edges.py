@@ -90,7 +90,9 @@ class EdgeService:
             raise bad_request(cluster_rule(source_id))
         existing = await self.pair_edge(source_id, target_id)
         if existing is not None:
-            return await self._relink(existing, source_id, target_id, edge_type)
+            relinked = await self._relink(existing, source_id, target_id, edge_type)
+            if relinked is not None:
+                return relinked
         edge_id = new_id()
         project_id = (
             await self.session.execute(select(Thought.project_id).where(Thought.id == source_id))
@@ -161,7 +163,9 @@ class EdgeService:
 
     async def _relink(
         self, existing: EdgeRecord, source_id: uuid.UUID, target_id: uuid.UUID, edge_type: EdgeType
-    ) -> LinkResult:
+    ) -> LinkResult | None:
+        """The answer for a pair that already has an edge; None when that edge was deleted meanwhile (an unlink
+        committed after it was read), so the caller creates the edge instead."""
         if existing.type == edge_type and edge_type in SYMMETRIC_EDGE_TYPES:
             return LinkResult(existing, created=False)  # symmetric re-link is an idempotent replay
         if existing.type == EdgeType.related and edge_type != EdgeType.related:
@@ -172,8 +176,7 @@ class EdgeService:
                 .values(type=edge_type, source_id=source_id, target_id=target_id)
             )
             upgraded = await self.get(existing.id)
-            assert upgraded is not None
-            return LinkResult(upgraded, created=False)
+            return None if upgraded is None else LinkResult(upgraded, created=False)
         if existing.type == edge_type:
             raise conflict(
                 f"Edge already exists: {existing.source_id} -[{existing.type.value}]-> {existing.target_id} "

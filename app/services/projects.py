@@ -61,7 +61,12 @@ class ProjectService:
             values["name"] = values["name"].strip()
         await self._refuse_duplicates(values.get("name"), values.get("local_path"), project.id)
         if values:
-            await self.projects.update_fields(project.id, values)
+            try:  # the unique indexes decide between concurrent writers the check above let through
+                async with self.session.begin_nested():
+                    await self.projects.update_fields(project.id, values)
+            except IntegrityError:
+                taken = ", ".join(f"{key} '{values[key]}'" for key in ("name", "local_path") if values.get(key))
+                raise conflict(f"Another project took {taken} meanwhile; read the projects and retry") from None
         return await self.get(project.id)
 
     async def plan_delete(self, project_id: uuid.UUID, *, lock: bool = False) -> DeletePlan:

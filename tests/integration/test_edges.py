@@ -839,3 +839,23 @@ async def test_link_keeps_both_ends_from_being_deleted_until_it_commits(
     edge = await linked(writer, source, target)
     assert (edge["source_id"], edge["target_id"]) == (source, target)
     assert len(refused) == 1 and "lock timeout" in refused[0], refused
+
+
+async def test_an_upgrade_whose_related_edge_was_unlinked_meanwhile_creates_the_edge(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """link finds the pair's `related` edge to upgrade, then an unlink deletes it before the upgrade writes."""
+    source, target = await thoughts(writer, 2)
+    related = await linked(writer, source, target, "related")
+    pair_edge = EdgeService.pair_edge
+
+    async def then_unlinked(self: EdgeService, *args: Any) -> Any:
+        found = await pair_edge(self, *args)
+        async with writer.context.db.unit_of_work() as session:
+            await session.execute(text("DELETE FROM edge WHERE id = :id"), {"id": uuid.UUID(related["id"])})
+        return found
+
+    monkeypatch.setattr(EdgeService, "pair_edge", then_unlinked)
+    edge = await linked(writer, source, target, "depends_on")
+    assert (edge["source_id"], edge["target_id"], edge["type"]) == (source, target, "depends_on")
+    assert edge["id"] != related["id"]

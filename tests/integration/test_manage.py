@@ -6,8 +6,10 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
+from app.services.projects import ProjectService
 from tests.helpers import ToolCaller, snapshot
 
 
@@ -493,3 +495,24 @@ async def test_delete_waits_for_a_write_into_the_project_and_moves_its_thought_t
     assert await rows(admin, "SELECT project_id::text FROM thought WHERE id = :id", id=late) == [
         (await default_project_id(admin),)
     ]
+
+
+async def test_an_update_racing_a_create_for_the_same_name_is_a_409(
+    admin: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The duplicate check passes, then another call takes the name before the update writes it."""
+    project = await create_project(admin, "Mine", "/srv/mine")
+    refuse = ProjectService._refuse_duplicates
+
+    async def then_taken(self: ProjectService, *args: Any) -> None:
+        await refuse(self, *args)
+        async with admin.context.db.unit_of_work() as session:  # the other call, committed meanwhile
+            await session.execute(
+                text("INSERT INTO project (id, name, is_default) VALUES (:id, 'Wanted', false)"), {"id": uuid.uuid4()}
+            )
+
+    monkeypatch.setattr(ProjectService, "_refuse_duplicates", then_taken)
+    answer = await admin("memory_manage", {"action": "update", "project_id": project["id"], "name": "Wanted"})
+    assert answer.error["statusCode"] == 409
+    assert answer.text == "Another project took name 'Wanted' meanwhile; read the projects and retry"
+    assert await rows(admin, "SELECT name FROM project WHERE id = :id", id=project["id"]) == [("Mine",)]

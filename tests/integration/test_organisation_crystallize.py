@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -507,3 +508,33 @@ async def test_auto_cluster_leaves_out_a_member_deleted_while_it_probed(
     assert _group_ids(answer.items) == sorted(
         [{t["id"] for t in world["billing"][1:]}, {t["id"] for t in world["deploy"]}], key=lambda group: min(group)
     )
+
+
+async def test_two_auto_cluster_confirms_at_once_cluster_each_thought_once(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both confirms probe at the same time (the probe is slowed down); the second must group what the first
+    left, i.e. nothing, instead of clustering the same thoughts again."""
+    await _clusterable(writer)
+    tokens = [
+        (await writer.ok("memory_crystallize", {"action": "auto_cluster"})).meta["preview"]["token"] for _ in "ab"
+    ]
+    pairs = neighbours.NeighbourProbe.pairs
+
+    async def slow_probe(self: neighbours.NeighbourProbe, *args: Any, **kwargs: Any) -> Any:
+        found = await pairs(self, *args, **kwargs)
+        await asyncio.sleep(0.3)
+        return found
+
+    monkeypatch.setattr(neighbours.NeighbourProbe, "pairs", slow_probe)
+    answers = await asyncio.gather(
+        *(
+            writer.ok("memory_crystallize", {"action": "auto_cluster", "confirm": True, "preview_token": token})
+            for token in tokens
+        )
+    )
+    assert sorted(answer.meta["counts"]["clusters"] for answer in answers) == [0, 2]
+    twice = await rows(
+        writer, "SELECT target_id FROM edge WHERE type = 'cluster' GROUP BY target_id HAVING count(*) > 1"
+    )
+    assert twice == []

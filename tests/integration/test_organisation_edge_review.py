@@ -6,6 +6,10 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
+from sqlalchemy import text
+
+from app.services.proposals import ProposalService
 from tests.helpers import ToolCaller, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
@@ -613,3 +617,29 @@ async def test_reject_is_a_one_way_step_for_pending_rows(writer: ToolCaller) -> 
     # a rejected row no longer blocks a fresh proposal for the same edge
     fresh = await writer.ok("edge_review", {"action": "enqueue", "thought_id": state["subject"]["id"]})
     assert fresh.meta["counts"] == {"proposals": 1, "skipped": 1, "total": 1, "returned": 1, "filtered_out": 0}
+
+
+async def test_a_database_error_fails_the_whole_apply_batch_instead_of_reporting_rows_it_rolled_back(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database error (a deadlock, say) aborts the transaction: the call must fail, not answer the rows
+    applied before it as accepted while its commit silently rolls them back."""
+    state = await world(writer)
+    first, second = state["proposals"]
+    apply_one = ProposalService.apply
+
+    async def broken_second(self: ProposalService, proposal_id: uuid.UUID, run_id: uuid.UUID) -> Any:
+        if str(proposal_id) == second["id"]:
+            await self.session.execute(text("SELECT 1 / 0"))  # any database error aborts the transaction
+        return await apply_one(self, proposal_id, run_id)
+
+    monkeypatch.setattr(ProposalService, "apply", broken_second)
+    ids = [first["id"], second["id"]]
+    token = (await writer.ok("edge_review", {"action": "apply_batch", "proposal_ids": ids})).meta["preview"]["token"]
+    before = await snapshot(writer.context)
+    answer = await writer(
+        "edge_review", {"action": "apply_batch", "proposal_ids": ids, "confirm": True, "preview_token": token}
+    )
+    assert answer.is_error and answer.error["statusCode"] == 400, answer.text
+    assert await status_of(writer, first["id"]) == "pending"
+    assert await snapshot(writer.context) == before

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from app.config import Settings
+from app.db.repositories.projects import ProjectRepository
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.main import settings_view
@@ -819,3 +821,29 @@ async def test_status_actions_reject_project_id(reader: ToolCaller, action: str)
     answer = await reader("memory_status", {"action": action, "project_id": str(uuid.uuid4())})
     assert answer.text == "project_id was removed; use cwd"
     assert answer.error["statusCode"] == 400
+
+
+async def test_propose_for_a_thought_whose_project_was_deleted_meanwhile_plans_in_the_default_project(
+    writer: ToolCaller, reader: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thought is read, then its project is deleted (its thoughts moved to the default) before propose
+    reads the project: plan in the default project instead of failing."""
+    place = await project(writer, "Place")
+    subject = await thought(writer, BILLING[0], "/srv/place")
+    find_for_path = ProjectRepository.find_for_path
+
+    async def then_deleted(self: ProjectRepository, *args: Any) -> Any:
+        found = await find_for_path(self, *args)
+        async with writer.context.db.unit_of_work() as session:
+            default = (await ProjectRepository(session).ensure_default()).id
+            await session.execute(
+                text("UPDATE thought SET project_id = :d WHERE project_id = :p"),
+                {"d": default, "p": uuid.UUID(place["id"])},
+            )
+            await session.execute(text("DELETE FROM project WHERE id = :p"), {"p": uuid.UUID(place["id"])})
+        return found
+
+    monkeypatch.setattr(ProjectRepository, "find_for_path", then_deleted)
+    answer = await reader.ok("memory_status", {"action": "propose", "thought_id": subject["id"], "cwd": "/elsewhere"})
+    default_id = (await rows(writer, "SELECT id::text FROM project WHERE is_default"))[0][0]
+    assert answer.item["project_id"] == default_id

@@ -103,6 +103,7 @@ async def auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> ToolAnswer:
         previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
         if args.confirm:
             await previews.redeem(ctx.principal, TOOL, "auto_cluster", previewed_arguments(args), args.preview_token)
+            await service.lock_auto_cluster()
         probe = NeighbourProbe(ctx.app.db, ctx.app.limits.auto_cluster_probe_workers)
         groups, candidates = await service.auto_groups(
             max_distance, min_members, ctx.app.limits.auto_cluster_min_age_days, profile.model_id, probe

@@ -12,7 +12,7 @@ from app.db.records import ProjectRecord, ThoughtRecord
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
 from app.embedding.profiles import E5_SMALL
-from app.errors import bad_request, not_found
+from app.errors import AppError, bad_request, not_found
 from app.formats import iso
 from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.mcp.registry import CallContext, ToolAnswer
@@ -101,9 +101,10 @@ async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
         path = normalize_path(args.cwd or "")
         resolved = await projects.find_for_path(path) if path else None
         pinned: ProjectRecord | None = resolved
-        if pinned is None:
-            pinned = await projects.get(thought.project_id) if thought else await projects.ensure_default()
-        assert pinned is not None
+        if pinned is None and thought is not None:
+            pinned = await projects.get(thought.project_id)
+        if pinned is None:  # no thought, or its project was deleted (its thoughts moved to the default) meanwhile
+            pinned = await projects.ensure_default()
         subject = await _subject(ctx, session, thought, thought.content if thought else (args.content or ""))
         profile = ctx.app.embedding.profile
         plan = await PlacementEngine(session, neighbour_threshold(ctx)).plan(
@@ -227,9 +228,10 @@ async def apply_batch(args: ApplyBatchArgs, ctx: CallContext) -> ToolAnswer:
             for proposal_id in dict.fromkeys(ids):
                 try:
                     rows.append(await service.apply(proposal_id, run_id))
-                except Exception as error:  # a missing proposal fails its row, not the run
-                    message = getattr(error, "message", "failed")
-                    rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": message})
+                except AppError as error:  # a missing proposal fails its row, not the run
+                    rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": error.message})
+                # Anything else (a deadlock, a lost connection) aborted the transaction: it fails the whole call,
+                # since a caught database error would let the commit roll back rows reported as applied.
             counts = _status_counts(rows)
             warnings = [] if counts.get("accepted") else ["no proposal of this batch was applied"]
             return ToolAnswer(collection(Meta("apply_batch", counts=counts, warnings=warnings), rows))
@@ -244,14 +246,8 @@ async def apply_batch(args: ApplyBatchArgs, ctx: CallContext) -> ToolAnswer:
                         "would": service.describe(proposal),
                     }
                 )
-            except Exception as error:
-                rows.append(
-                    {
-                        "proposal_id": str(proposal_id),
-                        "status": "failed",
-                        "reason": getattr(error, "message", "failed"),
-                    }
-                )
+            except AppError as error:
+                rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": error.message})
         token = await previews.issue(ctx.principal, TOOL, "apply_batch", previewed_arguments(args))
     return ToolAnswer(collection(Meta("apply_batch", counts=_status_counts(rows), preview=preview_meta(token)), rows))
 
