@@ -859,3 +859,26 @@ async def test_an_upgrade_whose_related_edge_was_unlinked_meanwhile_creates_the_
     edge = await linked(writer, source, target, "depends_on")
     assert (edge["source_id"], edge["target_id"], edge["type"]) == (source, target, "depends_on")
     assert edge["id"] != related["id"]
+
+
+async def test_unlink_batch_refuses_the_whole_batch_when_an_edge_went_meanwhile(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edge checked by the batch is deleted by a concurrent unlink before the batch deletes it: nothing is
+    pruned and the answer names it, as for an id that was missing from the start."""
+    a, b, c = await thoughts(writer, 3)
+    first, second = await linked(writer, a, b), await linked(writer, b, c)
+    delete = EdgeService.delete
+
+    async def raced(self: EdgeService, edge_id: uuid.UUID) -> bool:
+        if str(edge_id) == second["id"]:
+            async with writer.context.db.unit_of_work() as session:
+                await session.execute(text("DELETE FROM edge WHERE id = :id"), {"id": edge_id})
+        return await delete(self, edge_id)
+
+    monkeypatch.setattr(EdgeService, "delete", raced)
+    arguments = {"action": "unlink_batch", "edge_ids": [first["id"], second["id"]], "confirm": True}
+    answer = await writer("memory_store", arguments)
+    assert answer.error["statusCode"] == 404
+    assert answer.text == f"Edge not found: {second['id']} — nothing was deleted; drop the missing ids and retry"
+    assert [row[0] for row in await rows(writer.context, "SELECT id::text FROM edge")] == [first["id"]]

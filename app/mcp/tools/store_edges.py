@@ -112,8 +112,9 @@ async def unlink_batch(args: UnlinkBatchArgs, ctx: CallContext) -> ToolAnswer:
             missing = [str(edge_id) for edge_id, edge in edges.items() if edge is None]
             if missing:  # validated before any delete: never a partial prune
                 raise edge_not_found_many(missing)
-            for edge_id in edges:
-                await service.delete(edge_id)
+            gone = [str(edge_id) for edge_id in edges if not await service.delete(edge_id)]
+            if gone:  # deleted by a concurrent call since the check: refuse the whole batch, as for a missing id
+                raise edge_not_found_many(gone)
             await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink_batch", list(edges))
             items = [{"edge_id": str(edge_id), "status": "deleted"} for edge_id in edge_ids]
             meta = Meta("unlink_batch", counts={"deleted": len(items), "preview": 0, "failed": 0})
