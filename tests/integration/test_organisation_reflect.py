@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
+from app.services.slots import SlotService
 from tests.contract import COMPACT_THOUGHT_KEYS
 from tests.helpers import ToolCaller, execute, rows, snapshot
 
@@ -291,3 +295,21 @@ async def test_timeline_pages_thoughts_newest_first(writer: ToolCaller, reader: 
     for limit in (0, 501):
         refused = await reader("memory_reflect", {"action": "timeline", "limit": limit})
         assert refused.text.startswith("Invalid argument 'limit' for memory_reflect action=timeline")
+
+
+async def test_two_first_summaries_at_once_both_land(writer: ToolCaller, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two reflect calls write a project's first summary together (the slot row does not exist yet, so there
+    is no row to lock): each read is held open so both overlap, and neither line may be lost."""
+    notes = await project(writer, "Notes")
+    own_row = SlotService.own_row
+
+    async def slow_read(self: SlotService, *args: Any) -> str:
+        content = await own_row(self, *args)
+        await asyncio.sleep(0.3)
+        return content
+
+    monkeypatch.setattr(SlotService, "own_row", slow_read)
+    await asyncio.gather(*(reflect(writer, summary=text, cwd="/srv/notes") for text in ("First", "Second")))
+    content = await slot(writer, "project_context", notes["id"])
+    assert content is not None
+    assert sorted(LINE.match(line).group(2) for line in content.split("\n")) == ["First", "Second"]  # type: ignore[union-attr]
