@@ -68,8 +68,11 @@ class EdgeService:
                 .with_for_update(key_share=True)  # FOR NO KEY UPDATE
             )
 
-    async def get(self, edge_id: uuid.UUID) -> EdgeRecord | None:
-        row = (await self.session.execute(select(*_COLUMNS).where(Edge.id == edge_id))).first()
+    async def get(self, edge_id: uuid.UUID, *, for_update: bool = False) -> EdgeRecord | None:
+        statement = select(*_COLUMNS).where(Edge.id == edge_id)
+        if for_update:
+            statement = statement.with_for_update()
+        row = (await self.session.execute(statement)).first()
         return edge_record(row) if row else None
 
     async def pair_edge(self, a: uuid.UUID, b: uuid.UUID) -> EdgeRecord | None:

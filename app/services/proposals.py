@@ -350,7 +350,8 @@ class ProposalService:
         if undo.get("kind") == "archive":
             return await self._unarchive(proposal, undo, row, execute)
         edge_id = uuid.UUID(undo["edge_id"])
-        current = await EdgeService(self.session, self.principal).get(edge_id)
+        # Locked: an unlink or retype of this edge waits, so what is reported reverted is what was reverted.
+        current = await EdgeService(self.session, self.principal).get(edge_id, for_update=True)
         if current is None or current.type.value != undo.get("type"):
             return {**row, "status": "skipped", "reason": "the edge changed since it was applied"}
         if execute:

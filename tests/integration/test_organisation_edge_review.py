@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
+from app.services.edges import EdgeService
 from app.services.proposals import ProposalService
 from tests.helpers import ToolCaller, execute, rows, snapshot
 
@@ -643,3 +645,36 @@ async def test_a_database_error_fails_the_whole_apply_batch_instead_of_reporting
     assert answer.is_error and answer.error["statusCode"] == 400, answer.text
     assert await status_of(writer, first["id"]) == "pending"
     assert await snapshot(writer.context) == before
+
+
+async def test_rollback_holds_the_edge_it_reverts_against_a_concurrent_unlink(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rollback locks the edge when it reads it: an unlink in between waits for the commit instead of
+    deleting the edge the rollback then reports as reverted."""
+    state = await world(writer)
+    first = state["proposals"][0]
+    run_id = (await apply_batch(writer, [first["id"]])).items[0]["run_id"]
+    [(edge_id, *_)] = await pair_edges(writer, first["source_id"], first["target_id"])
+    token = (await writer.ok("edge_review", {"action": "rollback", "run_id": run_id})).meta["preview"]["token"]
+    outcomes: list[str] = []
+    get_edge = EdgeService.get
+
+    async def then_unlink(self: EdgeService, *args: Any, **kwargs: Any) -> Any:
+        edge = await get_edge(self, *args, **kwargs)
+        try:
+            async with writer.context.db.unit_of_work() as session:
+                await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
+                await session.execute(text("DELETE FROM edge WHERE id = :id"), {"id": uuid.UUID(edge_id)})
+            outcomes.append("deleted")
+        except DBAPIError as error:
+            outcomes.append("waited" if "lock timeout" in str(error) else str(error))
+        return edge
+
+    monkeypatch.setattr(EdgeService, "get", then_unlink)
+    done = await writer.ok(
+        "edge_review", {"action": "rollback", "run_id": run_id, "confirm": True, "preview_token": token}
+    )
+    assert outcomes == ["waited"]
+    assert [row["status"] for row in done.items] == ["reverted"]
+    assert await pair_edges(writer, first["source_id"], first["target_id"]) == []
