@@ -12,9 +12,8 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import EdgeType
 from app.db.records import ThoughtRecord
-from app.db.repositories.search import LegRow, SearchRepository
+from app.db.repositories.search import LegRow, PageRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.embedder import Vector
 from app.embedding.runtime import EmbeddingRuntime
@@ -174,10 +173,11 @@ class SearchService:
             rows, total = await self.repo.by_id_range(id_query.low, id_query.high, prefix_scope, cap)
         if not rows:
             return None
-        hits = [Hit(thought=row, match_source=["id"]) for row in rows]
         # An id is never suppressed: suppress degrades to flag here.
         mode: Literal["flag", "off"] = "off" if query.supersession_mode == "off" else "flag"
-        await self._annotate(hits, mode, query.contradiction_mode)
+        hits = [
+            flagged(Hit(thought=row.record, match_source=["id"]), row, mode, query.contradiction_mode) for row in rows
+        ]
         reason = "ambiguous_id" if total > 1 else None
         # An id is never gated: rows past the limit are sliced off (returned < total), not filtered out.
         return SearchOutcome(hits=hits, total=total, filtered_out=0, reason=reason)
@@ -277,40 +277,21 @@ class SearchService:
             hit.final_score, hit.recency_score = candidate.final_score, candidate.recency_score
             hit.relevance = None if similarity is None else self.calibration.relevance(similarity)
             hit.low_confidence = not hit.anchored and self.calibration.is_weak(similarity)
-            set_standing(
-                hit,
-                row.superseded_by if supersession == "flag" else [],
-                row.contradicted_by if contradiction == "flag" else [],
-            )
-            hits.append(hit)
+            hits.append(flagged(hit, row, supersession, contradiction))
         return hits
 
     async def _superseded(self, candidates: list[Candidate]) -> set[uuid.UUID]:
         """Candidates a non-archived thought replaces (suppress mode drops them before counting)."""
-        ids = {candidate.id for candidate in candidates}
-        edges = await self.repo.standing_edges(list(ids))
-        return {target for _, target, edge_type in edges if edge_type == EdgeType.replaces and target in ids}
-
-    async def _annotate(
-        self, hits: list[Hit], supersession: Literal["flag", "off"], contradiction: Literal["flag", "off"]
-    ) -> None:
-        by_id: dict[uuid.UUID, tuple[list[uuid.UUID], list[uuid.UUID]]] = {hit.thought.id: ([], []) for hit in hits}
-        for source, target, edge_type in await self.repo.standing_edges(list(by_id)):
-            if edge_type == EdgeType.replaces and supersession == "flag" and target in by_id:
-                by_id[target][0].append(source)
-            if edge_type == EdgeType.contradicts and contradiction == "flag":
-                if target in by_id:
-                    by_id[target][1].append(source)
-                if source in by_id:
-                    by_id[source][1].append(target)
-        for hit in hits:
-            set_standing(hit, *by_id[hit.thought.id])
+        return await self.repo.superseded_among([candidate.id for candidate in candidates])
 
 
-def set_standing(hit: Hit, superseded_by: list[uuid.UUID], contradicted_by: list[uuid.UUID]) -> None:
-    """Flag a hit: superseded outranks contradicted; the flagging ids in a stable order."""
-    hit.superseded_by, hit.contradicted_by = sorted(superseded_by), sorted(contradicted_by)
+def flagged(hit: Hit, row: PageRow, supersession: Literal["flag", "off"], contradiction: Literal["flag", "off"]) -> Hit:
+    """The hit with the standing its row's edges give it in these modes: superseded outranks contradicted;
+    the flagging ids in a stable order."""
+    hit.superseded_by = sorted(row.superseded_by) if supersession == "flag" else []
+    hit.contradicted_by = sorted(row.contradicted_by) if contradiction == "flag" else []
     if hit.superseded_by:
         hit.standing = "superseded"
     elif hit.contradicted_by:
         hit.standing = "contradicted"
+    return hit

@@ -29,7 +29,7 @@ from sqlalchemy.orm import aliased
 
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in, id_in_param, thought_select, to_record
+from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in, id_in_param, thought_select
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
 # A very common word can match most of a project, so the leg ranks at most this many matching rows. Measured at
@@ -131,9 +131,10 @@ def _lexical_leg_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
     )
 
 
-@lru_cache(maxsize=2)
-def _page_statement(with_distance: bool) -> Select[*tuple[Any, ...]]:
-    """The page's thoughts with their distance to the query and their standing edges, in one read."""
+def _standing() -> tuple[Any, Any]:
+    """Per thought (correlated to `Thought`): the non-archived sources of `replaces` edges into it, and the
+    other ends of its `contradicts` edges, as id arrays (NULL when there are none). The one definition of
+    what flags a thought, for search pages, id lookups and suppress mode."""
     replacer = aliased(Thought)
     superseded_by = (
         select(func.array_agg(Edge.source_id))
@@ -147,16 +148,32 @@ def _page_statement(with_distance: bool) -> Select[*tuple[Any, ...]]:
         .where(Edge.type == EdgeType.contradicts, or_(Edge.source_id == Thought.id, Edge.target_id == Thought.id))
         .scalar_subquery()
     )
+    return superseded_by.label("superseded_by"), contradicted_by.label("contradicted_by")
+
+
+def _with_standing(statement: Select[*tuple[Any, ...]]) -> Select[*tuple[Any, ...]]:
+    return statement.add_columns(*_standing())
+
+
+@lru_cache(maxsize=2)
+def _page_statement(with_distance: bool) -> Select[*tuple[Any, ...]]:
+    """The page's thoughts with their distance to the query and their standing edges, in one read."""
     distance: Any = null()
     if with_distance:
         cosine = index_distance(Thought.embedding, vector_param("vector"))  # the vector leg's numbers
         distance = case((Thought.embedding_model == bindparam("model"), cosine), else_=None)
-    return (
-        thought_select()
-        .add_columns(
-            distance.label("distance"), superseded_by.label("superseded_by"), contradicted_by.label("contradicted_by")
-        )
-        .where(id_in_param(Thought.id))
+    return _with_standing(thought_select().add_columns(distance.label("distance"))).where(id_in_param(Thought.id))
+
+
+def _page_row(row: Any) -> PageRow:
+    fields = dict(row._mapping)
+    distance = fields.pop("distance", None)
+    superseded_by, contradicted_by = fields.pop("superseded_by"), fields.pop("contradicted_by")
+    return PageRow(
+        ThoughtRecord(**fields),
+        None if distance is None else float(distance),
+        superseded_by or [],
+        contradicted_by or [],
     )
 
 
@@ -199,43 +216,26 @@ class SearchRepository:
         parameters: dict[str, Any] = {"ids": list(thought_ids)}
         if vector is not None:
             parameters |= {"vector": vector, "model": model_id}
-        found: dict[uuid.UUID, PageRow] = {}
-        for row in await self.session.execute(_page_statement(vector is not None), parameters):
-            fields = dict(row._mapping)
-            distance = fields.pop("distance")
-            superseded_by, contradicted_by = fields.pop("superseded_by"), fields.pop("contradicted_by")
-            found[row.id] = PageRow(
-                ThoughtRecord(**fields),
-                None if distance is None else float(distance),
-                superseded_by or [],
-                contradicted_by or [],
-            )
-        return found
+        rows = await self.session.execute(_page_statement(vector is not None), parameters)
+        return {row.id: _page_row(row) for row in rows}
 
     async def by_id_range(
         self, low: uuid.UUID, high: uuid.UUID, where: SearchFilter, cap: int
-    ) -> tuple[list[ThoughtRecord], int]:
-        """Thoughts whose id falls in [low, high] (an id prefix), in id order, and how many there are."""
+    ) -> tuple[list[PageRow], int]:
+        """Thoughts whose id falls in [low, high] (an id prefix), in id order, with their standing edges (no
+        distance), and how many there are."""
         in_range = and_(Thought.id >= low, Thought.id <= high, *where.clauses())
         total = (await self.session.execute(select(func.count()).select_from(Thought).where(in_range))).scalar_one()
-        rows = await self.session.execute(thought_select().where(in_range).order_by(Thought.id).limit(cap))
-        return [to_record(row) for row in rows], int(total)
+        statement = _with_standing(thought_select()).where(in_range).order_by(Thought.id).limit(cap)
+        return [_page_row(row) for row in await self.session.execute(statement)], int(total)
 
-    async def standing_edges(self, thought_ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID, EdgeType]]:
-        """`replaces` edges into the thoughts from non-archived sources, and `contradicts` edges at either end."""
+    async def superseded_among(self, thought_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """The thoughts a non-archived thought replaces."""
         if not thought_ids:
-            return []
-        live_source = select(Thought.id).where(Thought.id == Edge.source_id, Thought.status != ThoughtStatus.archived)
-        statement = select(Edge.source_id, Edge.target_id, Edge.type).where(
-            or_(
-                and_(Edge.type == EdgeType.replaces, id_in(Edge.target_id, thought_ids), live_source.exists()),
-                and_(
-                    Edge.type == EdgeType.contradicts,
-                    or_(id_in(Edge.source_id, thought_ids), id_in(Edge.target_id, thought_ids)),
-                ),
-            )
-        )
-        return [(row.source_id, row.target_id, row.type) for row in await self.session.execute(statement)]
+            return set()
+        superseded_by, _ = _standing()
+        statement = select(Thought.id).where(id_in(Thought.id, thought_ids), superseded_by.is_not(None))
+        return {row.id for row in await self.session.execute(statement)}
 
     async def clusters_of(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID, str]]:
         """member id → (cluster id, cluster content) via `cluster` edges (cluster → member)."""
