@@ -11,12 +11,11 @@ import logging
 from sqlalchemy import text
 
 from app.db.engine import Database, is_unavailable
+from app.db.locks import BACKFILL_LOCK_KEY
 from app.db.repositories.thoughts import ThoughtRepository
 from app.embedding.runtime import EmbeddingRuntime
 
 logger = logging.getLogger(__name__)
-
-BACKFILL_LOCK_KEY = 7_301_001
 
 
 async def backfill_once(

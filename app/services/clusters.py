@@ -10,6 +10,7 @@ from datetime import timedelta
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import AUTO_CLUSTER_LOCK_KEY, hold_until_commit
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import EdgeRecord, Principal, ProjectRecord, ThoughtRecord
 from app.db.repositories.neighbours import NeighbourProbe
@@ -52,10 +53,6 @@ def cluster_title(member: ThoughtRecord) -> str:
     words = member.content.split()
     title = " ".join(words[:CLUSTER_TITLE_WORDS])
     return title + ("…" if len(words) > CLUSTER_TITLE_WORDS else "")
-
-
-# Advisory lock: auto_cluster confirms run one at a time (each computes its groups after the last one committed).
-AUTO_CLUSTER_LOCK_KEY = 7_302_002
 
 
 class ClusterService:
@@ -132,7 +129,7 @@ class ClusterService:
 
     async def lock_auto_cluster(self) -> None:
         """Held to the commit: two confirms at once would otherwise both cluster the same eligible thoughts."""
-        await self.session.execute(select(func.pg_advisory_xact_lock(AUTO_CLUSTER_LOCK_KEY)))
+        await hold_until_commit(self.session, AUTO_CLUSTER_LOCK_KEY)
 
     async def auto_groups(
         self, max_distance: float, min_members: int, min_age_days: int, model_id: str, probe: NeighbourProbe

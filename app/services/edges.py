@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import EDGE_PAIR_SEED, hold_text_until_commit, row_locked
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
 from app.db.records import EdgeRecord, Principal
 from app.errors import AppError, bad_request, conflict, not_found
@@ -43,9 +44,7 @@ class EdgeService:
 
     async def lock_pair(self, a: uuid.UUID, b: uuid.UUID) -> None:
         low, high = sorted((a, b))
-        await self.session.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 7301))"), {"key": f"edge:{low}:{high}"}
-        )
+        await hold_text_until_commit(self.session, f"edge:{low}:{high}", EDGE_PAIR_SEED)
 
     async def lock_pairs(self, pairs: Iterable[tuple[uuid.UUID, uuid.UUID]], *, rows: bool = True) -> None:
         """Every pair lock in one global order (then, with `rows`, the endpoint rows in id order)."""
@@ -54,19 +53,15 @@ class EdgeService:
             return
         await self.session.execute(
             text(
-                "SELECT pg_advisory_xact_lock(hashtextextended(k, 7301)) "
+                "SELECT pg_advisory_xact_lock(hashtextextended(k, :seed)) "
                 "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS u(k, n) ORDER BY n"
             ),
-            {"keys": [f"edge:{low}:{high}" for low, high in keys]},
+            {"keys": [f"edge:{low}:{high}" for low, high in keys], "seed": EDGE_PAIR_SEED},
         )
         if rows:
             ends = sorted({end for key in keys for end in key})
-            await self.session.execute(
-                select(Thought.id)
-                .where(Thought.id.in_(ends))
-                .order_by(Thought.id)
-                .with_for_update(key_share=True)  # FOR NO KEY UPDATE
-            )
+            locked = select(Thought.id).where(Thought.id.in_(ends)).order_by(Thought.id)
+            await self.session.execute(row_locked(locked, "no key update", Thought))
 
     async def get(self, edge_id: uuid.UUID, *, for_update: bool = False) -> EdgeRecord | None:
         statement = select(*_COLUMNS).where(Edge.id == edge_id)
@@ -194,9 +189,11 @@ class EdgeService:
         """{id: is_cluster} of both ends, kept from deletion until the commit (FOR KEY SHARE, as the edge's
         foreign keys would lock them); refuses a missing one naming its argument."""
         rows = await self.session.execute(
-            select(Thought.id, Thought.is_cluster)
-            .where(Thought.id.in_((source_id, target_id)))
-            .with_for_update(read=True, key_share=True)
+            row_locked(
+                select(Thought.id, Thought.is_cluster).where(Thought.id.in_((source_id, target_id))),
+                "key share",
+                Thought,
+            )
         )
         found = {row.id: bool(row.is_cluster) for row in rows}
         for thought_id, name in ((source_id, "source_id"), (target_id, "target_id")):

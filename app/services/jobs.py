@@ -16,13 +16,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.db.engine import Database, is_unavailable
+from app.db.locks import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
 from app.services.proposals import expire_due_proposals
 
 logger = logging.getLogger(__name__)
-
-DECAY_LOCK_KEY = 7_301_002
-EXPIRY_LOCK_KEY = 7_301_003
 
 
 @dataclass(frozen=True)

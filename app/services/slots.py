@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import SLOT_SEED, hold_text_until_commit
 from app.db.models import Primer, Slot, Thought, ThoughtHit, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import thought_select, to_record
@@ -45,10 +46,6 @@ def cut(content: str, max_chars: int, keep_newest: bool = False) -> tuple[str, b
     return (content[-max_chars:] if keep_newest else content[:max_chars]), True
 
 
-# Seed of the advisory lock keys of slot read-modify-writes (edges use 7301).
-SLOT_LOCK_SEED = 7303
-
-
 class SlotService:
     def __init__(self, session: AsyncSession, max_chars: int) -> None:
         self.session = session
@@ -81,8 +78,7 @@ class SlotService:
         An advisory lock on (name, owner) comes first: while the row does not exist there is nothing to lock,
         and two first writers would each build on '' and the second overwrite the first.
         """
-        key = f"slot:{name}:{project_id or 'global'}"
-        await self.session.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, SLOT_LOCK_SEED))))
+        await hold_text_until_commit(self.session, f"slot:{name}:{project_id or 'global'}", SLOT_SEED)
         owner = Slot.project_id.is_(None) if project_id is None else Slot.project_id == project_id
         row = (
             await self.session.execute(select(Slot.content).where(Slot.name == name, owner).with_for_update())

@@ -131,7 +131,7 @@ class StoreService:
         # Parents are locked against deletion as they are checked; live duplicates also against updates, since
         # their tags are merged read-modify-write (a concurrent merge waits, then reads ours). A row deleted
         # (or archived) before the lock is gone for this call too: a missing parent, or content to insert anew.
-        parents = await self.thoughts.existing_ids([row.parent_id for row in valid if row.parent_id], lock_keys=True)
+        parents = await self.thoughts.existing_ids([row.parent_id for row in valid if row.parent_id], lock="key share")
         duplicates = await self.thoughts.find_live_by_content(project.id, [row.content for row in valid])
         locked = await self.thoughts.get_many([t.id for t in duplicates.values()], lock="no key update")
         live = {t.id: t for t in locked.values() if t.status in (ThoughtStatus.draft, ThoughtStatus.active)}

@@ -6,12 +6,13 @@ import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Float, Select, Text, and_, any_, bindparam, func, insert, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import RowLock, row_locked
 from app.db.models import Project, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
 
@@ -127,10 +128,6 @@ class ThoughtFilter:
         return self.shape.clauses(self.parameters())
 
 
-# Row locks a read can take (SQLAlchemy: with_for_update(read=…, key_share=True)).
-RowLock = Literal["key share", "no key update"]
-
-
 class ThoughtRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -166,19 +163,16 @@ class ThoughtRepository:
             return {}
         statement = thought_select().where(id_in(Thought.id, set(thought_ids)))
         if lock is not None:
-            statement = statement.order_by(Thought.id).with_for_update(
-                of=Thought, read=lock == "key share", key_share=True
-            )
+            statement = row_locked(statement.order_by(Thought.id), lock, Thought)
         return {row.id: to_record(row) for row in await self.session.execute(statement)}
 
-    async def existing_ids(self, thought_ids: Sequence[uuid.UUID], *, lock_keys: bool = False) -> set[uuid.UUID]:
-        """The ids that exist; `lock_keys` keeps them from being deleted until the transaction ends (FOR KEY
-        SHARE, the lock a foreign key referencing them takes)."""
+    async def existing_ids(self, thought_ids: Sequence[uuid.UUID], *, lock: RowLock | None = None) -> set[uuid.UUID]:
+        """The ids that exist, optionally locked as in `get_many`."""
         if not thought_ids:
             return set()
         statement = select(Thought.id).where(id_in(Thought.id, set(thought_ids)))
-        if lock_keys:
-            statement = statement.order_by(Thought.id).with_for_update(read=True, key_share=True)
+        if lock is not None:
+            statement = row_locked(statement.order_by(Thought.id), lock, Thought)
         return {row.id for row in await self.session.execute(statement)}
 
     async def find_live_by_content(self, project_id: uuid.UUID, contents: Sequence[str]) -> dict[str, ThoughtRecord]:

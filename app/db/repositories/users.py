@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import LargeBinary, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import USER_CREATION_LOCK_KEY, hold_until_commit
 from app.db.models import ApiToken, AppUser, Role
 from app.db.records import Principal
 from app.ids import new_id
@@ -16,7 +17,6 @@ from app.ids import new_id
 _TOUCH_TOKEN = (
     update(ApiToken).where(ApiToken.id == bindparam("token_id")).values(last_used_at=func.now())
 ).execution_options(synchronize_session=False)
-_USER_CREATION_LOCK = 7_302_001  # advisory lock key: replicas starting together bootstrap one admin
 
 # Every HTTP request checks its token: the statement is built once.
 _PRINCIPAL_FOR_TOKEN = (
@@ -43,7 +43,7 @@ class UserRepository:
 
     async def lock_user_creation(self) -> None:
         """Serialise first-run user creation across replicas until this transaction ends."""
-        await self.session.execute(select(func.pg_advisory_xact_lock(_USER_CREATION_LOCK)))
+        await hold_until_commit(self.session, USER_CREATION_LOCK_KEY)
 
     async def count(self) -> int:
         return int((await self.session.execute(select(func.count()).select_from(AppUser))).scalar_one())

@@ -1,0 +1,46 @@
+"""The locks the app takes in PostgreSQL, in one place: row-lock strengths and every advisory-lock key.
+
+Advisory keys share one 64-bit space per database: each use has its own key here, so no two features
+can block each other by accident.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+# `key share` keeps a row from being deleted (the lock a foreign key referencing it takes); `no key update` also
+# from being updated, for a read-modify-write of its fields.
+RowLock = Literal["key share", "no key update"]
+SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
+
+# Integer keys. Background jobs try them (one replica runs each job); the others wait for them.
+BACKFILL_LOCK_KEY = 7_301_001
+DECAY_LOCK_KEY = 7_301_002
+EXPIRY_LOCK_KEY = 7_301_003
+USER_CREATION_LOCK_KEY = 7_302_001  # replicas starting together bootstrap one admin
+AUTO_CLUSTER_LOCK_KEY = 7_302_002  # auto_cluster confirms run one at a time
+
+# Seeds of text keys, hashtextextended(text, seed): one lock per edge pair, per slot and owner.
+EDGE_PAIR_SEED = 7301
+SLOT_SEED = 7303
+
+
+def row_locked(statement: SelectT, lock: RowLock, of: Any) -> SelectT:
+    """`statement` locking `of`'s rows until the transaction ends.
+
+    SQLAlchemy spells FOR KEY SHARE `read=True, key_share=True`; `key_share=True` alone is FOR NO KEY UPDATE.
+    """
+    return statement.with_for_update(of=of, read=lock == "key share", key_share=True)
+
+
+async def hold_until_commit(session: AsyncSession, key: int) -> None:
+    """Wait for the advisory lock `key`; it is released when the transaction ends."""
+    await session.execute(select(func.pg_advisory_xact_lock(key)))
+
+
+async def hold_text_until_commit(session: AsyncSession, key: str, seed: int) -> None:
+    """`hold_until_commit` for a text key (hashed with one of the seeds above)."""
+    await session.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, seed))))
