@@ -129,14 +129,13 @@ class StoreService:
         """
         valid = [row for row in rows if isinstance(row, NewThought)]
         # Parents are locked against deletion as they are checked; live duplicates also against updates, since
-        # their tags are merged read-modify-write (a concurrent merge waits, then reads ours). A row deleted
-        # (or archived) before the lock is gone for this call too: a missing parent, or content to insert anew.
+        # their tags are merged read-modify-write (a concurrent merge waits, then reads ours).
         parents = await self.thoughts.existing_ids([row.parent_id for row in valid if row.parent_id], lock="key share")
-        duplicates = await self.thoughts.find_live_by_content(project.id, [row.content for row in valid])
-        locked = await self.thoughts.get_many([t.id for t in duplicates.values()], lock="no key update")
-        live = {t.id: t for t in locked.values() if t.status in (ThoughtStatus.draft, ThoughtStatus.active)}
-        existing = {content: t.id for content, t in duplicates.items() if t.id in live}
-        existing_tags = {t.id: list(t.tags) for t in live.values()}
+        duplicates = await self.thoughts.find_live_by_content(
+            project.id, [row.content for row in valid], lock="no key update"
+        )
+        existing = {content: t.id for content, t in duplicates.items()}
+        existing_tags = {t.id: list(t.tags) for t in duplicates.values()}
         original_tags = {thought_id: list(tags) for thought_id, tags in existing_tags.items()}
         results: list[uuid.UUID | AppError] = []
         inserts: list[dict[str, Any]] = []

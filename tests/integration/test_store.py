@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Sequence
@@ -675,23 +676,20 @@ async def test_reader_may_not_bulk_create(reader: ToolCaller) -> None:
     ],
     ids=["deleted", "archived"],
 )
-async def test_a_duplicate_gone_before_bulk_create_locks_it_is_created_anew(
-    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch, gone: str
+async def test_a_duplicate_being_removed_when_bulk_create_reads_it_is_created_anew(
+    writer: ToolCaller, gone: str
 ) -> None:
-    """The live duplicate is found, then deleted or archived before the call locks it: store the row anew."""
+    """The live duplicate is being deleted or archived by a transaction still open when the call looks it up:
+    the call waits for it, sees the duplicate gone and stores the row anew (no merge into a dead thought)."""
     draft = await create(writer, "The cache is warmed at deploy time", status="draft")
-    find = ThoughtRepository.find_live_by_content
-
-    async def then_remove(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
-        found = await find(self, *args, **kwargs)
-        async with writer.context.db.unit_of_work() as session:
-            await session.execute(text(gone), {"id": uuid.UUID(draft["id"])})
-        return found
-
-    monkeypatch.setattr(ThoughtRepository, "find_live_by_content", then_remove)
-    answer = await writer.ok(
-        "memory_store", {"action": "bulk_create", "thoughts": [{"content": "The cache is warmed at deploy time"}]}
-    )
+    arguments = {"action": "bulk_create", "thoughts": [{"content": "The cache is warmed at deploy time"}]}
+    async with writer.context.db.unit_of_work() as session:  # the removal, in flight
+        await session.execute(text(gone), {"id": uuid.UUID(draft["id"])})
+        storing = asyncio.ensure_future(writer("memory_store", arguments))
+        await asyncio.sleep(0.3)
+        assert not storing.done()  # waiting for the removal's row lock
+    answer = await storing
+    assert not answer.is_error, answer.text
     [row] = answer.items
     assert row["status"] == "created" and row["thought"]["id"] != draft["id"]
     live = await rows(writer.context, "SELECT id::text FROM thought WHERE status <> 'archived'")
@@ -706,12 +704,10 @@ async def test_bulk_create_keeps_its_parents_and_duplicates_from_being_deleted(
     parent = await create(writer, "The parent decision", status="draft")
     duplicate = await create(writer, "An existing draft", status="draft")
     outcomes: dict[tuple[str, str], str] = {}
-    get_many = ThoughtRepository.get_many
+    find = ThoughtRepository.find_live_by_content
 
     async def try_writes(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
-        found = await get_many(self, *args, **kwargs)
-        if kwargs.get("lock") is None:  # the read of the answer's rows, after the writes
-            return found
+        found = await find(self, *args, **kwargs)  # after the parents' check: both are locked now
         for name, thought in (("parent", parent), ("duplicate", duplicate)):
             for statement in (
                 "UPDATE thought SET importance = importance WHERE id = :id",
@@ -728,7 +724,7 @@ async def test_bulk_create_keeps_its_parents_and_duplicates_from_being_deleted(
                     outcomes[(name, statement.split()[0])] = "waited" if "lock timeout" in str(error) else str(error)
         return found
 
-    monkeypatch.setattr(ThoughtRepository, "get_many", try_writes)
+    monkeypatch.setattr(ThoughtRepository, "find_live_by_content", try_writes)
     answer = await writer.ok(
         "memory_store",
         {

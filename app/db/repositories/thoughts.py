@@ -175,8 +175,12 @@ class ThoughtRepository:
             statement = row_locked(statement.order_by(Thought.id), lock, Thought)
         return {row.id for row in await self.session.execute(statement)}
 
-    async def find_live_by_content(self, project_id: uuid.UUID, contents: Sequence[str]) -> dict[str, ThoughtRecord]:
-        """Draft/active thoughts of a project whose content equals one of `contents` (oldest wins)."""
+    async def find_live_by_content(
+        self, project_id: uuid.UUID, contents: Sequence[str], *, lock: RowLock | None = None
+    ) -> dict[str, ThoughtRecord]:
+        """Draft/active thoughts of a project whose content equals one of `contents` (oldest wins), optionally
+        locked as in `get_many`. A row a concurrent call holds is read once it is released, with the filter
+        checked again (READ COMMITTED): one deleted or archived meanwhile is not found."""
         if not contents:
             return {}
         unique = sorted(set(contents))
@@ -189,9 +193,14 @@ class ThoughtRepository:
                 Thought.content == any_(literal(unique, ARRAY(Text))),
                 Thought.status.in_((ThoughtStatus.draft, ThoughtStatus.active)),
             )
-            .order_by(Thought.id.desc())
+            .order_by(Thought.id)  # ids grow with time: the first row of a content is the oldest
         )
-        return {row.content: to_record(row) for row in await self.session.execute(statement)}
+        if lock is not None:
+            statement = row_locked(statement, lock, Thought)
+        found: dict[str, ThoughtRecord] = {}
+        for row in await self.session.execute(statement):
+            found.setdefault(row.content, to_record(row))
+        return found
 
     async def count(self, where: ThoughtFilter) -> int:
         statement = select(func.count()).select_from(Thought).where(and_(True, *where.clauses()))
