@@ -8,6 +8,7 @@ from typing import Any
 
 from mcp_types import CallToolResult
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from app.db.records import Principal
 from app.mcp.registry import dispatch
@@ -110,3 +111,17 @@ async def execute(caller: ToolCaller, sql: str, **params: Any) -> None:
     """Raw SQL write to set up a state no tool can (ages, retired kinds, …)."""
     async with caller.context.db.unit_of_work() as session:
         await session.execute(text(sql), params)
+
+
+async def blocked_by_a_lock(context: AppContext, sql: str, **params: Any) -> bool:
+    """Run `sql` in a transaction of its own that waits at most 200 ms for a lock: True when it gave up (a
+    concurrent call holds the rows), False when it ran and committed."""
+    try:
+        async with context.db.unit_of_work() as session:
+            await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
+            await session.execute(text(sql), params)
+    except DBAPIError as error:
+        if "lock timeout" not in str(error):
+            raise
+        return True
+    return False

@@ -6,8 +6,9 @@ benchmark (docs/BENCHMARKS.md). In binary form a vector is 1.5 KB copied as is.
 
 Two halves that belong together: `EmbeddingVector` hands asyncpg a pgvector `Vector`, and
 `register_vector_codec` (run by `build_engine` on every new connection, through
-`configure_vector_session`) tells asyncpg to send and read the `vector` type in binary. Engines not built by `build_engine` (Alembic's own) keep
-the text format; the column type falls back to text on every other driver.
+`configure_vector_session`) tells asyncpg to send and read the `vector` type in binary. Engines
+not built by `build_engine` (Alembic's own) keep the text format; the column type falls back to
+text on every other driver.
 
 The HNSW index holds the vectors in half precision (migration 0005): `index_distance` is the
 expression a query must order by for PostgreSQL to use it.

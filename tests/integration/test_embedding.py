@@ -13,9 +13,10 @@ from pgvector import Vector as PgVector
 from sqlalchemy import func, insert, select, text, update
 
 from app.db.engine import Database, build_engine
+from app.db.locks import BACKFILL_LOCK_KEY
 from app.db.models import Role, Thought
 from app.db.repositories.projects import ProjectRepository
-from app.embedding.backfill import BACKFILL_LOCK_KEY, backfill_all, backfill_once
+from app.embedding.backfill import backfill_all, backfill_once
 from app.embedding.embedder import FastEmbedEmbedder
 from app.embedding.profiles import E5_SMALL, OFFLINE_DIR_NAME, OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime

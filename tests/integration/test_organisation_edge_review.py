@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 
 from app.services.edges import EdgeService
 from app.services.proposals import ProposalService
-from tests.helpers import ToolCaller, execute, rows, snapshot
+from tests.helpers import ToolCaller, blocked_by_a_lock, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
 PROPOSAL_KEYS = {
@@ -662,13 +661,8 @@ async def test_rollback_holds_the_edge_it_reverts_against_a_concurrent_unlink(
 
     async def then_unlink(self: EdgeService, *args: Any, **kwargs: Any) -> Any:
         edge = await get_edge(self, *args, **kwargs)
-        try:
-            async with writer.context.db.unit_of_work() as session:
-                await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
-                await session.execute(text("DELETE FROM edge WHERE id = :id"), {"id": uuid.UUID(edge_id)})
-            outcomes.append("deleted")
-        except DBAPIError as error:
-            outcomes.append("waited" if "lock timeout" in str(error) else str(error))
+        blocked = await blocked_by_a_lock(writer.context, "DELETE FROM edge WHERE id = :id", id=uuid.UUID(edge_id))
+        outcomes.append("waited" if blocked else "deleted")
         return edge
 
     monkeypatch.setattr(EdgeService, "get", then_unlink)

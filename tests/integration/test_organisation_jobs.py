@@ -9,9 +9,10 @@ import pytest
 from sqlalchemy import text
 
 from app.db.engine import Database
+from app.db.locks import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
 from app.services import jobs
-from app.services.jobs import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY, JobSettings, decay_importance, expire_housekeeping
+from app.services.jobs import JobSettings, decay_importance, expire_housekeeping
 from tests.helpers import ToolCaller
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 
 from app.db.repositories.thoughts import ThoughtRepository
 from app.db.repositories.url_links import UrlLinkRepository
@@ -20,7 +19,7 @@ from app.services.store import insert_chunk_sizes
 from tests.conftest import MODEL_CACHE
 from tests.contract import COMPACT_THOUGHT_KEYS as COMPACT_KEYS
 from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS
-from tests.helpers import Answer, ToolCaller, count_rows, snapshot
+from tests.helpers import Answer, ToolCaller, blocked_by_a_lock, count_rows, snapshot
 from tests.integration.search_support import degraded_caller
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -713,15 +712,10 @@ async def test_bulk_create_keeps_its_parents_and_duplicates_from_being_deleted(
                 "UPDATE thought SET importance = importance WHERE id = :id",
                 "DELETE FROM thought WHERE id = :id",
             ):
-                try:
-                    async with writer.context.db.unit_of_work() as session:
-                        await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
-                        await session.execute(text(statement), {"id": uuid.UUID(thought["id"])})
-                    outcomes[(name, statement.split()[0])] = "ran"
-                    if statement.startswith("DELETE"):
-                        raise AssertionError(f"the {name} was deleted under the call")
-                except DBAPIError as error:
-                    outcomes[(name, statement.split()[0])] = "waited" if "lock timeout" in str(error) else str(error)
+                blocked = await blocked_by_a_lock(writer.context, statement, id=uuid.UUID(thought["id"]))
+                outcomes[(name, statement.split()[0])] = "waited" if blocked else "ran"
+                if not blocked and statement.startswith("DELETE"):
+                    raise AssertionError(f"the {name} was deleted under the call")
         return found
 
     monkeypatch.setattr(ThoughtRepository, "find_live_by_content", try_writes)
