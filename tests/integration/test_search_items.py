@@ -162,6 +162,11 @@ async def test_an_archived_replacement_does_not_supersede(writer: ToolCaller, re
     answer = await search(reader, "lunch budget")
     assert ids_of(answer) == [old["id"]]
     assert answer.items[0] == {"thought": answer.items[0]["thought"]}
+    # The same rule in suppress mode and on an id hit.
+    suppressed = await search(reader, "lunch budget", supersession_mode="suppress")
+    assert ids_of(suppressed) == [old["id"]]
+    by_id = await search(reader, old["id"], compact=False)
+    assert by_id.items[0]["standing"] == "current" and "superseded_by" not in by_id.items[0]
 
 
 async def test_supersession_mode_is_validated(reader: ToolCaller) -> None:
