@@ -20,7 +20,7 @@ class EmbeddingSettings(BaseModel):
     model: str = "intfloat/multilingual-e5-small"
     model_dir: Path | None = None
     cache_dir: Path = DEFAULT_CACHE_DIR
-    batch_size: int = Field(default=8, ge=1, le=1024)
+    batch_size: int | None = Field(default=None, ge=1, le=1024)  # None: the model profile's
     threads: int | None = None
     allow_download: bool = True
 

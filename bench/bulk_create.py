@@ -189,7 +189,7 @@ class Run:
         return (self.seconds - self.embed_seconds) / self.embed_seconds if self.embed_seconds else None
 
 
-def load_embedder(cache_dir: Path, batch_size: int) -> FastEmbedEmbedder:
+def load_embedder(cache_dir: Path, batch_size: int | None) -> FastEmbedEmbedder:
     profile = profile_for(OFFLINE_MINILM)
     return FastEmbedEmbedder.load(profile, offline_model_dir(cache_dir), cache_dir, None, batch_size)
 

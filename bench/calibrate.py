@@ -57,8 +57,8 @@ def load_set(path: Path = DATASET) -> dict[str, Any]:
     return data
 
 
-def load_offline_embedder(batch_size: int = 64) -> FastEmbedEmbedder:
-    """The offline model exactly as the service loads it (local files only, no network)."""
+def load_offline_embedder(batch_size: int | None = None) -> FastEmbedEmbedder:
+    """The offline model exactly as the service loads it (local files only, no network, its batch size)."""
     profile = profile_for(OFFLINE_MINILM)
     cache = model_cache_dir()
     model_dir = offline_model_dir(cache)

@@ -35,7 +35,7 @@ class FastEmbedEmbedder:
     """
 
     def __init__(
-        self, profile: ModelProfile, passage_model: Any, query_model: Any, workers: int, batch_size: int = 8
+        self, profile: ModelProfile, passage_model: Any, query_model: Any, workers: int, batch_size: int
     ) -> None:
         self.profile = profile
         self.workers = workers
@@ -52,7 +52,7 @@ class FastEmbedEmbedder:
         model_dir: Path | None,
         cache_dir: Path,
         threads: int | None,
-        batch_size: int,
+        batch_size: int | None,
         local_files_only: bool = True,
     ) -> FastEmbedEmbedder:
         from fastembed import TextEmbedding
@@ -68,7 +68,8 @@ class FastEmbedEmbedder:
         # One intra-op thread: no thread pool, so nothing spin-waits, and concurrent runs stay independent.
         passage_model = TextEmbedding(lazy_load=False, threads=1, **kwargs)
         query_model = _with_query_session(passage_model, threads)
-        return cls(profile, passage_model, query_model, threads or available_cores(), batch_size)
+        workers = threads or available_cores()
+        return cls(profile, passage_model, query_model, workers, batch_size or profile.passage_batch_size)
 
     def _embed_batch(self, texts: list[str]) -> list[Vector]:
         return [vector.tolist() for vector in self._passage_model.embed(texts, batch_size=len(texts))]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 E5_SMALL = "intfloat/multilingual-e5-small"
-OFFLINE_MINILM = "sentence-transformers/all-MiniLM-L6-v2-int8"
-OFFLINE_DIR_NAME = "all-minilm-l6-v2-int8"
+# all-MiniLM-L6-v2, int8 weights quantised per channel for integer matrix products (app/embedding/offline_model.py)
+OFFLINE_MINILM = "sentence-transformers/all-MiniLM-L6-v2-int8-dynamic"
+OFFLINE_DIR_NAME = "all-minilm-l6-v2-int8-dynamic"
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class ModelProfile:
     auto_cluster_distance: float  # autoCluster.minSimilarity default (a cosine distance)
     hub_source: str | None  # where fastembed would fetch it; None = local files only
     model_file: str
+    # Texts per ONNX run when storing. 1 for a dynamically quantised model: it scales its activations per
+    # run, so a text batched with others would embed slightly differently than alone.
+    passage_batch_size: int = 8
 
 
 PROFILES: dict[str, ModelProfile] = {
@@ -45,6 +49,7 @@ PROFILES: dict[str, ModelProfile] = {
         auto_cluster_distance=0.15,
         hub_source=None,
         model_file="model.onnx",
+        passage_batch_size=1,
     ),
 }
 

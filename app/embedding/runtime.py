@@ -27,7 +27,7 @@ class EmbeddingConfig:
     model_dir: Path | None
     cache_dir: Path
     threads: int | None = None
-    batch_size: int = 8
+    batch_size: int | None = None  # texts per ONNX run when storing; None: the profile's passage_batch_size
     allow_download: bool = True
 
 

@@ -207,7 +207,7 @@ def _thought(**overrides: Any) -> ThoughtRecord:
         "created_by": USER_ID,
         "created_at": datetime(2026, 10, 26, 12, 0, 0, 250_000, tzinfo=UTC),
         "updated_at": datetime(2026, 10, 27, 8, 30, 0, tzinfo=UTC),
-        "embedding_model": "sentence-transformers/all-MiniLM-L6-v2-int8",
+        "embedding_model": "sentence-transformers/all-MiniLM-L6-v2-int8-dynamic",
     }
     values.update(overrides)
     return ThoughtRecord(**values)
