@@ -9,6 +9,7 @@ from sqlalchemy import func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import row_locked
 from app.db.models import Primer, Thought, ThoughtHit
 from app.db.repositories.thoughts import id_in_param
 from app.ids import new_id
@@ -16,18 +17,24 @@ from app.ids import new_id
 PROMOTION_BONUS = 0.15
 
 # One hit more for each thought (in id order: a stable lock order keeps concurrent callers deadlock-free). The
-# SET LOCAL rides in the WHERE (evaluated on the rows it counts) to save a round trip; with no row matched
-# nothing is written and the commit has nothing to flush anyway. Built once: every read call runs it.
+# thoughts are read FOR KEY SHARE: a delete under way makes the read wait for it and then leave the deleted row
+# out, where counting it would fail the whole read on the foreign key. The SET LOCAL rides in the WHERE
+# (evaluated on the rows it counts) to save a round trip; with no row matched nothing is written and the commit
+# has nothing to flush anyway. Built once: every read call runs it.
 _COUNT_HITS = (
     pg_insert(ThoughtHit)
     .from_select(
         ["thought_id", "project_id", "hit_count"],
-        select(Thought.id, Thought.project_id, literal(1))
-        .where(
-            id_in_param(Thought.id),
-            func.set_config("synchronous_commit", "off", True) == "off",
-        )
-        .order_by(Thought.id),
+        row_locked(
+            select(Thought.id, Thought.project_id, literal(1))
+            .where(
+                id_in_param(Thought.id),
+                func.set_config("synchronous_commit", "off", True) == "off",
+            )
+            .order_by(Thought.id),
+            "key share",
+            of=Thought,
+        ),
     )
     .on_conflict_do_update(
         index_elements=[ThoughtHit.thought_id],

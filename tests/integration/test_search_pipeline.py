@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from app.db.repositories.search import SearchRepository
 from app.services.context import Limits
@@ -389,3 +391,51 @@ async def test_a_row_deleted_between_the_legs_and_the_page_read_is_left_out(
     answer = await search(reader, "lunch", status="archived", min_relevance=0)
     assert ids_of(answer) == [ids[1]]
     assert answer.meta["counts"] == {"total": 1, "returned": 1, "filtered_out": 0}
+
+
+@pytest.mark.parametrize("counted_before", [False, True], ids=["first hit", "hit row exists"])
+async def test_a_row_deleted_while_its_hit_is_counted_is_skipped_and_the_read_answers(
+    writer: ToolCaller, reader: ToolCaller, monkeypatch: pytest.MonkeyPatch, counted_before: bool
+) -> None:
+    """The page read saw the thought, then a delete of it commits while the call's hit INSERT waits on the row:
+    the read still answers (not a 409 for a foreign key) and counts the hits of the rows that remain."""
+    ids = await bulk(writer, ["The lunch order goes to the office manager", "Lunch is served at noon on Fridays"])
+    gone = uuid.UUID(ids[0])
+    if counted_before:
+        await search(reader, "lunch", min_relevance=0)
+    page = SearchRepository.page
+    deleting: list[asyncio.Task[None]] = []
+
+    async def delete_while_counting(self: SearchRepository, *args: Any, **kwargs: Any) -> Any:
+        rows = await page(self, *args, **kwargs)
+        deleted = asyncio.Event()
+
+        async def delete() -> None:
+            async with writer.context.db.unit_of_work() as session:
+                await session.execute(text("DELETE FROM thought WHERE id = :id"), {"id": gone})
+                deleted.set()
+                await _until_a_call_waits_on_a_lock(writer)  # the hit INSERT, on the deleted row
+
+        deleting.append(asyncio.create_task(delete()))
+        await deleted.wait()
+        return rows
+
+    monkeypatch.setattr(SearchRepository, "page", delete_while_counting)
+    answer = await search(reader, "lunch", min_relevance=0)
+    await deleting[0]
+    assert set(ids_of(answer)) == set(ids)  # both were read before the delete committed
+    async with writer.context.db.unit_of_work() as session:
+        hits = dict((await session.execute(text("SELECT thought_id, hit_count FROM thought_hit"))).all())
+    assert hits == {uuid.UUID(ids[1]): 2 if counted_before else 1}
+
+
+async def _until_a_call_waits_on_a_lock(caller: ToolCaller) -> None:
+    for _ in range(100):
+        async with caller.context.db.unit_of_work() as session:
+            waiting = await session.execute(
+                text("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%thought_hit%'")
+            )
+            if waiting.first() is not None:
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the search's hit INSERT never waited on the deleted row")
