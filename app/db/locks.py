@@ -23,9 +23,10 @@ EXPIRY_LOCK_KEY = 7_301_003
 USER_CREATION_LOCK_KEY = 7_302_001  # replicas starting together bootstrap one admin
 AUTO_CLUSTER_LOCK_KEY = 7_302_002  # auto_cluster confirms run one at a time
 
-# Seeds of text keys, hashtextextended(text, seed): one lock per edge pair, per slot and owner.
+# Seeds of text keys, hashtextextended(text, seed): one lock per edge pair, per slot and owner, per queue.
 EDGE_PAIR_SEED = 7301
 SLOT_SEED = 7303
+PROPOSAL_QUEUE_SEED = 7304  # one project's placement queue: enqueues count, then insert
 
 
 def row_locked(statement: SelectT, lock: RowLock, of: Any) -> SelectT:

@@ -12,6 +12,7 @@ from sqlalchemy import and_, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import PROPOSAL_QUEUE_SEED, hold_text_until_commit
 from app.db.models import Edge, EdgeType, PlacementProposal, ProposalStatus, Thought, ThoughtStatus
 from app.db.records import Principal, ThoughtRecord
 from app.db.repositories.audit import AuditRepository
@@ -94,6 +95,9 @@ class ProposalService:
     # ------------------------------------------------------------ enqueue
 
     async def enqueue(self, subject: ThoughtRecord, plan: Plan, max_proposals: int) -> tuple[list[uuid.UUID], int]:
+        # Enqueues into one project take turns: each counts the pending rows and then fills the room left, so
+        # two that counted before either committed would both fill it.
+        await hold_text_until_commit(self.session, str(plan.project_id), PROPOSAL_QUEUE_SEED)
         pending = (
             await self.session.execute(
                 select(func.count())

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from app.services import proposals
 from app.services.edges import EdgeService
 from app.services.proposals import ProposalService
 from tests.helpers import ToolCaller, blocked_by_a_lock, execute, rows, snapshot
@@ -153,6 +154,44 @@ async def test_enqueue_max_proposals_and_a_merge_candidate(writer: ToolCaller) -
     assert rest.meta["counts"] == {"proposals": 1, "skipped": 1, "total": 1, "returned": 1, "filtered_out": 0}
     kinds = await rows(writer, "SELECT kind, target_id::text, payload->>'action' FROM placement_proposal ORDER BY kind")
     assert kinds == [("edge", twin["id"], None), ("lifecycle", twin["id"], "merge")]
+
+
+async def test_enqueue_stops_at_the_pending_cap(writer: ToolCaller, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(proposals, "PENDING_CAP", 3)
+    await queue_project(writer)
+    neighbours = [await thought(writer, content) for content in NEIGHBOURS]
+    subject = await thought(writer, SUBJECT)
+    first = await writer.ok("edge_review", {"action": "enqueue", "thought_id": subject["id"]})
+    second = await writer.ok("edge_review", {"action": "enqueue", "thought_id": neighbours[0]["id"]})
+    assert (first.meta["counts"]["proposals"], first.meta["counts"]["skipped"]) == (2, 0)
+    assert (second.meta["counts"]["proposals"], second.meta["counts"]["skipped"]) == (1, 1)
+    assert await rows(writer, "SELECT count(*) FROM placement_proposal WHERE status = 'pending'") == [(3,)]
+
+
+async def test_concurrent_enqueues_never_pass_the_pending_cap(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each call counts the pending rows, then inserts: two calls that both counted before either committed
+    would each fill the whole room. They queue per project instead."""
+    monkeypatch.setattr(proposals, "PENDING_CAP", 3)
+    await queue_project(writer)
+    neighbours = [await thought(writer, content) for content in NEIGHBOURS]
+    subject = await thought(writer, SUBJECT)
+    fingerprint = ProposalService.fingerprint
+
+    async def slow_fingerprint(self: ProposalService, *args: Any) -> str:
+        await asyncio.sleep(0.1)  # between the count and the inserts: the other call counts meanwhile
+        return await fingerprint(self, *args)
+
+    monkeypatch.setattr(ProposalService, "fingerprint", slow_fingerprint)
+    answers = await asyncio.gather(
+        *(
+            writer.ok("edge_review", {"action": "enqueue", "thought_id": thought_id})
+            for thought_id in (subject["id"], neighbours[0]["id"])
+        )
+    )
+    assert sorted(answer.meta["counts"]["proposals"] for answer in answers) == [1, 2]
+    assert await rows(writer, "SELECT count(*) FROM placement_proposal WHERE status = 'pending'") == [(3,)]
 
 
 async def test_enqueue_refusals_write_nothing(writer: ToolCaller, reader: ToolCaller) -> None:
