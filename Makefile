@@ -36,8 +36,12 @@ format: $(STAMP)
 migrate: $(STAMP)
 	$(BIN)/synaptomind migrate
 
+# The benchmarks of the store and recall issues (docs/BENCHMARKS.md): bulk_create, then search at 10 k and 100 k
+# thoughts. The first run builds the search data sets in bench/.data (~4 min at 100 k); later runs reuse them.
 bench: $(STAMP) model
 	$(BIN)/python -m bench.bulk_create
+	$(BIN)/python -m bench.search --thoughts 10000
+	$(BIN)/python -m bench.search --thoughts 100000
 
 eval: $(STAMP) model
 	$(BIN)/python -m bench.eval
