@@ -10,6 +10,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.engine import execute_core
 from app.db.models import Project, Thought
 from app.db.records import ProjectRecord
 from app.ids import new_id
@@ -68,7 +69,7 @@ class ProjectRepository:
         while "/" in parent.rstrip("/"):
             parent = parent.rstrip("/").rsplit("/", 1)[0] or "/"
             candidates.append(parent)
-        row = (await self.session.execute(_NEAREST_REGISTERED, {"paths": candidates})).first()
+        row = (await execute_core(self.session, _NEAREST_REGISTERED, {"paths": candidates})).first()
         return _record(row) if row else None
 
     async def insert(self, name: str, local_path: str | None, description: str | None) -> uuid.UUID:

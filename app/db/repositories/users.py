@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import LargeBinary, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.engine import execute_core
 from app.db.locks import USER_CREATION_LOCK_KEY, hold_until_commit
 from app.db.models import ApiToken, AppUser, Role
 from app.db.records import Principal
@@ -70,7 +71,7 @@ class UserRepository:
         return token_id
 
     async def principal_for_token(self, token_hash: bytes) -> Principal | None:
-        row = (await self.session.execute(_PRINCIPAL_FOR_TOKEN, {"token_hash": token_hash})).first()
+        row = (await execute_core(self.session, _PRINCIPAL_FOR_TOKEN, {"token_hash": token_hash})).first()
         return Principal(user_id=row.id, name=row.name, role=row.role, token_id=row.token_id) if row else None
 
     async def touch_token(self, token_id: uuid.UUID) -> None:
