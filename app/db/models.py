@@ -245,6 +245,19 @@ class ThoughtHit(Base):
     __table_args__ = (CheckConstraint("hit_count >= 0", name="hit_count_positive"),)
 
 
+class ContentClaim(Base):
+    """Which new thought claimed a (project, content): the unique key that makes concurrent creates of one
+    content queue behind each other. Only create paths write it, so it is a hint: its thought may have been
+    archived, edited, moved or deleted since (DESIGN.md §9: a live duplicate is what counts)."""
+
+    __tablename__ = "thought_content_claim"
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), primary_key=True
+    )
+    content_md5: Mapped[str] = mapped_column(Text, primary_key=True)
+    thought_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+
+
 class Primer(Base):
     __tablename__ = "primer"
     id: Mapped[uuid.UUID] = _uuid_pk()

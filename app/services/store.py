@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EdgeType, ThoughtStatus
 from app.db.records import Principal, ProjectRecord, ThoughtRecord
+from app.db.repositories.claims import ContentClaimRepository, content_md5
 from app.db.repositories.edges import EdgeRepository
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
@@ -134,6 +135,13 @@ class StoreService:
         duplicates = await self.thoughts.find_live_by_content(
             project.id, [row.content for row in valid], lock="no key update"
         )
+        new_contents = [
+            row.content
+            for row in valid
+            if row.content not in duplicates and (row.parent_id is None or row.parent_id in parents)
+        ]
+        fresh_ids, claimed = await self._claim(project.id, new_contents)
+        duplicates.update(claimed)
         existing = {content: t.id for content, t in duplicates.items()}
         existing_tags = {t.id: list(t.tags) for t in duplicates.values()}
         original_tags = {thought_id: list(tags) for thought_id, tags in existing_tags.items()}
@@ -155,7 +163,7 @@ class StoreService:
                     pending[thought_id]["tags"] = normalize_tags([*pending[thought_id]["tags"], *row.tags])
                 results.append(thought_id)
             else:
-                thought_id = new_id()
+                thought_id = fresh_ids[row.content]
                 existing[row.content] = thought_id
                 vector = vectors[index] if vectors is not None else None
                 pending[thought_id] = self._insert_values(thought_id, project, row, vector, model_id)
@@ -181,6 +189,30 @@ class StoreService:
             else RowOutcome(index, error=result)
             for index, result in enumerate(results)
         ]
+
+    async def _claim(
+        self, project_id: uuid.UUID, contents: Sequence[str]
+    ) -> tuple[dict[str, uuid.UUID], dict[str, ThoughtRecord]]:
+        """New ids for the contents to create, claimed against concurrent creates of the same content.
+
+        A content another call claimed first is waited for; if its thought is live once that call commits,
+        it is a duplicate like any other (answered, tags merged: the second part of the answer). A claim
+        whose thought is no longer live (archived, edited, deleted) passes to the new thought.
+        """
+        unique = list(dict.fromkeys(contents))
+        fresh = {content: new_id() for content in unique}  # in row order: ids grow with time, as the rows do
+        by_md5 = {content_md5(content): content for content in unique}
+        claims = ContentClaimRepository(self.session)
+        taken = await claims.claim(project_id, {md5: fresh[content] for md5, content in by_md5.items()})
+        if not taken:
+            return fresh, {}
+        await claims.lock(project_id, taken)  # one take-over at a time: a second one waits, then finds ours live
+        taken_contents = [by_md5[md5] for md5 in taken]
+        live = await self.thoughts.find_live_by_content(project_id, taken_contents, lock="no key update")
+        await claims.take_over(project_id, {md5: fresh[by_md5[md5]] for md5 in taken if by_md5[md5] not in live})
+        for content in live:
+            del fresh[content]
+        return fresh, live
 
     async def update(
         self, thought_id: uuid.UUID, changes: dict[str, Any], vector: list[float] | None, model_id: str | None

@@ -22,7 +22,7 @@ from app.db.engine import Database, build_engine
 from app.db.repositories.thoughts import ThoughtRepository
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext, Limits
-from tests.helpers import Answer, ToolCaller
+from tests.helpers import Answer, ToolCaller, execute
 
 REPLICAS = 4
 EDGE_TYPES = ("related", "parent", "develops", "replaces", "references", "depends_on", "contradicts", "supports")
@@ -399,3 +399,60 @@ async def test_concurrent_merges_into_one_duplicate_keep_every_tag(
     assert all(not answer.is_error for answer in answers), [answer.text for answer in answers]
     [(tags,)] = await rows(replicas[0].context, "SELECT tags FROM thought WHERE content = :c", c=content)
     assert sorted(tags) == ["base", "blue", "red"]
+
+
+# ---------------------------------------------------------------- two creates of one new content
+
+
+@pytest.mark.parametrize("second", ["create", "bulk_create"])
+async def test_concurrent_creates_of_one_new_content_store_it_once(
+    replicas: list[ToolCaller], monkeypatch: pytest.MonkeyPatch, second: str
+) -> None:
+    """Both calls look for a live duplicate before either inserts: neither finds one. The content claim makes
+    the second wait for the first to commit and then merge into its thought (DESIGN.md §9)."""
+    content = f"Staging deploys freeze on Fridays after 15:00 ({uuid.uuid4().hex[:6]})"
+    await replicas[0].ok("memory_manage", {"action": "create", "name": "Deploys", "local_path": "/srv/deploys"})
+    where = {"cwd": "/srv/deploys"}
+    find = ThoughtRepository.find_live_by_content
+    looked = asyncio.Barrier(2)
+    first_looks = [0]
+
+    async def both_look_first(self: ThoughtRepository, *args: Any, **kwargs: Any) -> Any:
+        found = await find(self, *args, **kwargs)
+        first_looks[0] += 1
+        if first_looks[0] <= 2:  # each call's first look waits for the other's: neither has inserted yet
+            await asyncio.wait_for(looked.wait(), 5)
+        return found
+
+    monkeypatch.setattr(ThoughtRepository, "find_live_by_content", both_look_first)
+    calls = {
+        "create": {"action": "create", "content": content, "tags": ["red"], **where},
+        "bulk_create": {"action": "bulk_create", "thoughts": [{"content": content, "tags": ["blue"]}], **where},
+    }
+    answers = await asyncio.gather(
+        replicas[0]("memory_store", calls["create"]), replicas[1]("memory_store", calls[second])
+    )
+    assert all(not answer.is_error for answer in answers), [answer.text for answer in answers]
+    stored = await rows(replicas[0].context, "SELECT id::text, tags FROM thought WHERE content = :c", c=content)
+    assert len(stored) == 1, stored
+    [(thought_id, tags)] = stored
+    assert sorted(tags) == (["blue", "red"] if second == "bulk_create" else ["red"])
+    created, other = answers
+    answered = [created.item["id"], other.item["id"] if second == "create" else other.items[0]["thought"]["id"]]
+    assert answered == [thought_id, thought_id]
+
+
+async def test_a_claim_whose_thought_was_archived_passes_to_the_new_thought(replicas: list[ToolCaller]) -> None:
+    content = f"The CDN purge needs the ops token ({uuid.uuid4().hex[:6]})"
+    first = await replicas[0].ok("memory_store", {"action": "create", "content": content})
+    await execute(
+        replicas[0], "UPDATE thought SET status = 'archived', archived_at = now() WHERE id = :id", id=first.item["id"]
+    )
+    second = await replicas[1].ok("memory_store", {"action": "create", "content": content})
+    third = await replicas[0].ok("memory_store", {"action": "create", "content": content, "tags": ["again"]})
+    assert second.item["id"] != first.item["id"]
+    assert third.item["id"] == second.item["id"] and third.item["tags"] == ["again"]
+    claims = await rows(
+        replicas[0].context, "SELECT thought_id::text FROM thought_content_claim WHERE content_md5 = md5(:c)", c=content
+    )
+    assert claims == [(second.item["id"],)]

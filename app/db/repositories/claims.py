@@ -1,0 +1,58 @@
+"""Content claims: the unique (project, md5(content)) key create paths take before inserting thoughts."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Mapping
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import ContentClaim
+
+
+def content_md5(content: str) -> str:
+    """As PostgreSQL's md5(content) spells it."""
+    return hashlib.md5(content.encode(), usedforsecurity=False).hexdigest()
+
+
+class ContentClaimRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def claim(self, project_id: uuid.UUID, claims: Mapping[str, uuid.UUID]) -> set[str]:
+        """Claim each content md5 for its new thought id; answers the md5s another thought holds.
+
+        In md5 order, so two calls claiming overlapping contents cannot deadlock. A claim a concurrent call
+        inserted is waited for: it is ours if that call rolls back, theirs once it commits.
+        """
+        if not claims:
+            return set()
+        values = [{"project_id": project_id, "content_md5": md5, "thought_id": claims[md5]} for md5 in sorted(claims)]
+        statement = pg_insert(ContentClaim).on_conflict_do_nothing().returning(ContentClaim.content_md5)
+        # A list of parameter sets on the Core connection: SQLAlchemy sends them as batches of multi-row INSERTs,
+        # in this order (through the ORM session a list would be an ORM bulk insert).
+        connection = await self.session.connection()
+        won = {row.content_md5 for row in await connection.execute(statement, values)}
+        return set(claims) - won
+
+    async def lock(self, project_id: uuid.UUID, md5s: set[str]) -> None:
+        """Hold the claims until commit: a concurrent call taking one over waits, then sees ours."""
+        statement = (
+            select(ContentClaim.content_md5)
+            .where(ContentClaim.project_id == project_id, ContentClaim.content_md5.in_(sorted(md5s)))
+            .order_by(ContentClaim.content_md5)
+            .with_for_update()
+        )
+        await self.session.execute(statement)
+
+    async def take_over(self, project_id: uuid.UUID, claims: Mapping[str, uuid.UUID]) -> None:
+        """Point claims (locked by `lock`) whose thought is no longer a live holder of the content to ours."""
+        for md5, thought_id in sorted(claims.items()):
+            await self.session.execute(
+                update(ContentClaim)
+                .where(ContentClaim.project_id == project_id, ContentClaim.content_md5 == md5)
+                .values(thought_id=thought_id)
+            )
