@@ -10,6 +10,7 @@ fail with an internal (unclassified) error.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -456,3 +457,21 @@ async def test_a_claim_whose_thought_was_archived_passes_to_the_new_thought(repl
         replicas[0].context, "SELECT thought_id::text FROM thought_content_claim WHERE content_md5 = md5(:c)", c=content
     )
     assert claims == [(second.item["id"],)]
+
+
+async def test_a_bulk_takes_over_every_claim_whose_thought_is_gone(replicas: list[ToolCaller]) -> None:
+    contents = [f"Runbook step {n}: drain the queue workers ({uuid.uuid4().hex[:6]})" for n in range(3)]
+    batch = {"action": "bulk_create", "thoughts": [{"content": content} for content in contents]}
+    first = [item["thought"]["id"] for item in (await replicas[0].ok("memory_store", batch)).items]
+    archive = "UPDATE thought SET status = 'archived', archived_at = now() WHERE id = :id"
+    await execute(replicas[0], archive, id=first[0])
+    await execute(replicas[0], "DELETE FROM thought WHERE id = :id", id=first[1])
+    again = [item["thought"]["id"] for item in (await replicas[1].ok("memory_store", batch)).items]
+    assert again[2] == first[2]  # still live: a duplicate, answered
+    assert again[0] not in first and again[1] not in first
+    claims = await rows(
+        replicas[0].context,
+        "SELECT thought_id::text FROM thought_content_claim WHERE content_md5 = ANY(:m) ORDER BY thought_id",
+        m=[hashlib.md5(content.encode()).hexdigest() for content in contents],
+    )
+    assert sorted(row[0] for row in claims) == sorted([again[0], again[1], first[2]])

@@ -6,7 +6,7 @@ import hashlib
 import uuid
 from collections.abc import Mapping
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -50,9 +50,13 @@ class ContentClaimRepository:
 
     async def take_over(self, project_id: uuid.UUID, claims: Mapping[str, uuid.UUID]) -> None:
         """Point claims (locked by `lock`) whose thought is no longer a live holder of the content to ours."""
-        for md5, thought_id in sorted(claims.items()):
-            await self.session.execute(
-                update(ContentClaim)
-                .where(ContentClaim.project_id == project_id, ContentClaim.content_md5 == md5)
-                .values(thought_id=thought_id)
-            )
+        if not claims:
+            return
+        statement = (
+            update(ContentClaim)
+            .where(ContentClaim.project_id == bindparam("p"), ContentClaim.content_md5 == bindparam("md5"))
+            .values(thought_id=bindparam("holder"))
+        )
+        values = [{"p": project_id, "md5": md5, "holder": claims[md5]} for md5 in sorted(claims)]
+        connection = await self.session.connection()
+        await connection.execute(statement, values)  # one executemany
