@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -118,12 +118,16 @@ class Database:
 
 
 async def execute_core(
-    session: AsyncSession, statement: Executable, parameters: Mapping[str, Any] | None = None
+    session: AsyncSession,
+    statement: Executable,
+    parameters: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
 ) -> Result[Any]:
     """Run `statement` on the session's connection (SQLAlchemy Core), inside its transaction.
 
     For the hot reads that want plain rows (search, scope, token check): the ORM session's execution machinery
     cost ~0.1-0.2 ms per statement, and this app never has ORM objects pending to flush (docs/BENCHMARKS.md).
+    A list of parameter sets is an executemany (batches of multi-row INSERTs); through the ORM session it
+    would be an ORM bulk operation instead.
     """
     connection = await session.connection()
     return await connection.execute(statement, parameters)

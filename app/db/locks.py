@@ -6,9 +6,10 @@ can block each other by accident.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 # `key share` keeps a row from being deleted (the lock a foreign key referencing it takes); `no key update` also
@@ -45,3 +46,15 @@ async def hold_until_commit(session: AsyncSession, key: int) -> None:
 async def hold_text_until_commit(session: AsyncSession, key: str, seed: int) -> None:
     """`hold_until_commit` for a text key (hashed with one of the seeds above)."""
     await session.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, seed))))
+
+
+async def hold_texts_until_commit(session: AsyncSession, keys: Sequence[str], seed: int) -> None:
+    """`hold_text_until_commit` for several keys in one round trip, taken in the order given (callers pass
+    one global order, so two of them cannot deadlock)."""
+    await session.execute(
+        text(
+            "SELECT pg_advisory_xact_lock(hashtextextended(k, :seed)) "
+            "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS u(k, n) ORDER BY n"
+        ),
+        {"keys": list(keys), "seed": seed},
+    )

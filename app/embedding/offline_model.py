@@ -112,8 +112,9 @@ def _quantise(folded: Path, destination: Path) -> None:
 
 
 def _check_agreement(tokenizer_dir: Path, folded: Path, quantised: Path) -> None:
-    float_vectors = _mean_pooled(tokenizer_dir, folded)
-    int8_vectors = _mean_pooled(tokenizer_dir, quantised)
+    probes = _encoded_probes(tokenizer_dir)
+    float_vectors = _mean_pooled(probes, folded)
+    int8_vectors = _mean_pooled(probes, quantised)
     worst = min(float(a @ b) for a, b in zip(float_vectors, int8_vectors, strict=True))
     if worst < MIN_AGREEMENT:
         raise RuntimeError(
@@ -122,20 +123,28 @@ def _check_agreement(tokenizer_dir: Path, folded: Path, quantised: Path) -> None
         )
 
 
-def _mean_pooled(tokenizer_dir: Path, model: Path) -> list[Any]:
-    """Unit vectors of the probe texts, pooled as fastembed pools them (attention-masked mean)."""
+def _encoded_probes(tokenizer_dir: Path) -> list[tuple[Any, Any]]:
+    """(input ids, attention mask) of each probe text, one text per batch."""
     import numpy as np
-    import onnxruntime as ort
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    encodings = [tokenizer.encode(text) for text in AGREEMENT_PROBES]
+    return [
+        (np.array([encoding.ids], dtype=np.int64), np.array([encoding.attention_mask], dtype=np.int64))
+        for encoding in encodings
+    ]
+
+
+def _mean_pooled(probes: list[tuple[Any, Any]], model: Path) -> list[Any]:
+    """Unit vectors of the probe texts, pooled as fastembed pools them (attention-masked mean)."""
+    import numpy as np
+    import onnxruntime as ort
+
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     names = {item.name for item in session.get_inputs()}
     vectors = []
-    for text in AGREEMENT_PROBES:
-        encoding = tokenizer.encode(text)
-        ids = np.array([encoding.ids], dtype=np.int64)
-        mask = np.array([encoding.attention_mask], dtype=np.int64)
+    for ids, mask in probes:
         inputs = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in names:
             inputs["token_type_ids"] = np.zeros_like(ids)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.locks import EDGE_PAIR_SEED, hold_text_until_commit, row_locked
+from app.db.locks import EDGE_PAIR_SEED, hold_text_until_commit, hold_texts_until_commit, row_locked
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
 from app.db.records import EdgeRecord, Principal
 from app.errors import AppError, bad_request, conflict, not_found
@@ -37,27 +37,26 @@ class LinkResult:
     created: bool  # False for an idempotent replay or an in-place upgrade
 
 
+def _pair_key(a: uuid.UUID, b: uuid.UUID) -> str:
+    """The advisory-lock key of an unordered pair of thoughts (at most one edge per pair)."""
+    low, high = sorted((a, b))
+    return f"edge:{low}:{high}"
+
+
 class EdgeService:
     def __init__(self, session: AsyncSession, principal: Principal) -> None:
         self.session = session
         self.principal = principal
 
     async def lock_pair(self, a: uuid.UUID, b: uuid.UUID) -> None:
-        low, high = sorted((a, b))
-        await hold_text_until_commit(self.session, f"edge:{low}:{high}", EDGE_PAIR_SEED)
+        await hold_text_until_commit(self.session, _pair_key(a, b), EDGE_PAIR_SEED)
 
     async def lock_pairs(self, pairs: Iterable[tuple[uuid.UUID, uuid.UUID]], *, rows: bool = True) -> None:
         """Every pair lock in one global order (then, with `rows`, the endpoint rows in id order)."""
         keys = sorted({(min(a, b), max(a, b)) for a, b in pairs if a != b})
         if not keys:
             return
-        await self.session.execute(
-            text(
-                "SELECT pg_advisory_xact_lock(hashtextextended(k, :seed)) "
-                "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS u(k, n) ORDER BY n"
-            ),
-            {"keys": [f"edge:{low}:{high}" for low, high in keys], "seed": EDGE_PAIR_SEED},
-        )
+        await hold_texts_until_commit(self.session, [_pair_key(low, high) for low, high in keys], EDGE_PAIR_SEED)
         if rows:
             ends = sorted({end for key in keys for end in key})
             locked = select(Thought.id).where(Thought.id.in_(ends)).order_by(Thought.id)

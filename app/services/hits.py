@@ -9,6 +9,7 @@ from sqlalchemy import func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.engine import execute_core
 from app.db.locks import row_locked
 from app.db.models import Primer, Thought, ThoughtHit
 from app.db.repositories.thoughts import id_in_param
@@ -59,9 +60,8 @@ class HitService:
         ids = sorted(set(thought_ids))  # a stable lock order keeps concurrent callers deadlock-free
         if not ids:
             return
-        # Through the Core connection: the ORM would take a parameter dict for an INSERT as a bulk insert.
-        connection = await self.session.connection()
-        rows = (await connection.execute(_COUNT_HITS, {"ids": ids})).all()
+        # Core execution: through the ORM session a parameter dict for an INSERT would be a bulk insert.
+        rows = (await execute_core(self.session, _COUNT_HITS, {"ids": ids})).all()
         # Promotion happens at the moment the count reaches the threshold, once.
         await self._promote([(row.thought_id, row.project_id) for row in rows if row.hit_count == self.threshold])
 

@@ -13,10 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EdgeType, ThoughtStatus
 from app.db.records import Principal, ProjectRecord, ThoughtRecord
-from app.db.repositories.claims import ContentClaimRepository, content_md5
+from app.db.repositories.claims import ContentClaimRepository
 from app.db.repositories.edges import EdgeRepository
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtRepository
+from app.db.repositories.thoughts import ThoughtRepository, content_md5
 from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError, bad_request, not_found

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Mapping
 
@@ -10,12 +9,8 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.engine import execute_core
 from app.db.models import ContentClaim
-
-
-def content_md5(content: str) -> str:
-    """As PostgreSQL's md5(content) spells it."""
-    return hashlib.md5(content.encode(), usedforsecurity=False).hexdigest()
 
 
 class ContentClaimRepository:
@@ -32,10 +27,7 @@ class ContentClaimRepository:
             return set()
         values = [{"project_id": project_id, "content_md5": md5, "thought_id": claims[md5]} for md5 in sorted(claims)]
         statement = pg_insert(ContentClaim).on_conflict_do_nothing().returning(ContentClaim.content_md5)
-        # A list of parameter sets on the Core connection: SQLAlchemy sends them as batches of multi-row INSERTs,
-        # in this order (through the ORM session a list would be an ORM bulk insert).
-        connection = await self.session.connection()
-        won = {row.content_md5 for row in await connection.execute(statement, values)}
+        won = {row.content_md5 for row in await execute_core(self.session, statement, values)}  # in this order
         return set(claims) - won
 
     async def lock(self, project_id: uuid.UUID, md5s: set[str]) -> None:
@@ -58,5 +50,4 @@ class ContentClaimRepository:
             .values(thought_id=bindparam("holder"))
         )
         values = [{"p": project_id, "md5": md5, "holder": claims[md5]} for md5 in sorted(claims)]
-        connection = await self.session.connection()
-        await connection.execute(statement, values)  # one executemany
+        await execute_core(self.session, statement, values)  # one executemany

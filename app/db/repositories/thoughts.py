@@ -39,6 +39,11 @@ THOUGHT_COLUMNS = (
 ID_LIST = ARRAY(UUID(as_uuid=True))  # a list of ids travels as one uuid[] parameter
 
 
+def content_md5(content: str) -> str:
+    """As PostgreSQL's md5(content) spells it (the key of ix_thought_project_content_md5 and of content claims)."""
+    return hashlib.md5(content.encode(), usedforsecurity=False).hexdigest()
+
+
 def id_in(column: Any, ids: Sequence[uuid.UUID] | set[uuid.UUID]) -> Any:
     """`column = ANY(:ids)`: one uuid[] parameter, not one bind per id (cheap to compile, no 32 767-bind limit)."""
     return column == any_(literal(list(ids), ID_LIST))
@@ -184,7 +189,7 @@ class ThoughtRepository:
         if not contents:
             return {}
         unique = sorted(set(contents))
-        hashes = [hashlib.md5(content.encode(), usedforsecurity=False).hexdigest() for content in unique]
+        hashes = [content_md5(content) for content in unique]
         statement = (
             thought_select()
             .where(
