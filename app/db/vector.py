@@ -68,9 +68,9 @@ async def register_vector_codec(connection: Any) -> None:
     )
 
 
-# The HNSW candidate list a search of the default page (limit 10, pool 100) uses: on the shipped 100 k graph 200
-# recalled 0.9985 @10 where 100 gave 0.9895 with one query at 0.1, for about the same time at a pool of 100
-# (docs/BENCHMARKS.md, fourth round). Larger pools raise it per transaction.
+# The HNSW candidate list a search of the default page (limit 10, pool 100) uses: on the 100 k graphs built so far
+# 200 recalled 0.9905-0.9985 @10 where 100 gave 0.986-0.9895, for about the same time at a pool of 100
+# (docs/BENCHMARKS.md, fourth and fifth rounds). Larger pools raise it per transaction.
 HNSW_EF_SEARCH = 200
 
 
