@@ -82,6 +82,10 @@ class JobsSettings(BaseModel):
     tick_seconds: float = Field(default=60, gt=0)
 
 
+class EmbeddedDatabaseSettings(BaseModel):
+    shared_buffers_mb: int | None = Field(default=None, ge=16)  # None: a quarter of RAM, 128 MB to 1 GB
+
+
 class RateLimitSettings(BaseModel):
     per_minute: int = Field(default=1200, ge=0)  # tool calls per API token per minute; 0 = off
 
@@ -100,6 +104,7 @@ class Settings(BaseSettings):
 
     database_url: SecretStr | None = None
     data_dir: Path = DEFAULT_DATA_DIR
+    embedded: EmbeddedDatabaseSettings = EmbeddedDatabaseSettings()
     host: str = "127.0.0.1"
     port: int = 8765
     log_level: str = "INFO"

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 
 from app.config import Settings
 from app.db import migrations
-from app.db.embedded import EmbeddedPostgres
+from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
@@ -65,7 +65,8 @@ def open_database(settings: Settings, migrate: bool = True) -> DatabaseHandle:
     if settings.database_url is not None:
         url = settings.database_url.get_secret_value()
     else:
-        embedded = EmbeddedPostgres(settings.data_dir)
+        tuning = tuned_server_settings(settings.embedded.shared_buffers_mb)
+        embedded = EmbeddedPostgres(settings.data_dir, server_settings=tuning)
         url = embedded.start()
     if migrate:
         migrations.upgrade(url)

