@@ -168,8 +168,25 @@ def _page_statement(with_distance: bool) -> Select[*tuple[Any, ...]]:
     return _with_standing(thought_select().add_columns(distance.label("distance"))).where(id_in_param(Thought.id))
 
 
-def _page_row(row: Any) -> PageRow:
+@lru_cache(maxsize=64)
+def _id_range_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
+    """Thoughts with ids in [low, high] in id order, capped, each row carrying the uncapped count."""
+    uuid_type = Thought.id.type
+    in_range = and_(Thought.id >= bindparam("low", type_=uuid_type), Thought.id <= bindparam("high", type_=uuid_type))
+    return (
+        _with_standing(thought_select())
+        .add_columns(func.count().over().label("total"))
+        .where(in_range, *shape.clauses())
+        .order_by(Thought.id)
+        .limit(bindparam("cap", type_=Integer))
+    )
+
+
+def _page_row(row: Any, *extra: str) -> PageRow:
+    """A page row; `extra`: columns of the statement that are not part of the page (dropped)."""
     fields = dict(row._mapping)
+    for name in extra:
+        fields.pop(name)
     distance = fields.pop("distance", None)
     superseded_by, contradicted_by = fields.pop("superseded_by"), fields.pop("contradicted_by")
     return PageRow(
@@ -231,10 +248,10 @@ class SearchRepository:
     ) -> tuple[list[PageRow], int]:
         """Thoughts whose id falls in [low, high] (an id prefix), in id order, with their standing edges (no
         distance), and how many there are."""
-        in_range = and_(Thought.id >= low, Thought.id <= high, *where.clauses())
-        total = (await self._execute(select(func.count()).select_from(Thought).where(in_range))).scalar_one()
-        statement = _with_standing(thought_select()).where(in_range).order_by(Thought.id).limit(cap)
-        return [_page_row(row) for row in await self._execute(statement)], int(total)
+        parameters = {"low": low, "high": high, "cap": cap, **where.parameters()}
+        rows = (await self._execute(_id_range_statement(where.shape), parameters)).all()
+        total = rows[0].total if rows else 0  # the window counts the whole range before the LIMIT applies
+        return [_page_row(row, "total") for row in rows], int(total)
 
     async def superseded_among(self, thought_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         """The thoughts a non-archived thought replaces."""
