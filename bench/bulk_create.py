@@ -53,7 +53,7 @@ from sqlalchemy.pool import NullPool
 
 from app.config import DEFAULT_CACHE_DIR, EmbeddingSettings
 from app.db import migrations
-from app.db.embedded import EmbeddedPostgres
+from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
@@ -536,7 +536,7 @@ def main() -> None:
         embedded = None
         url = os.environ.get("SYNAPTO_DATABASE_URL")
         if not url:
-            embedded = EmbeddedPostgres(work_dir / "pg", delete_on_stop=True)
+            embedded = EmbeddedPostgres(work_dir / "pg", delete_on_stop=True, server_settings=tuned_server_settings())
             url = embedded.start()
         try:
             migrations.upgrade(url)
