@@ -32,7 +32,7 @@ from sqlalchemy.orm import aliased
 from app.db.engine import execute_core
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in, id_in_param, thought_select
+from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in_param, thought_select
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
 # A very common word can match most of a project, so the leg ranks at most this many matching rows. Measured at
@@ -182,6 +182,22 @@ def _id_range_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
     )
 
 
+@lru_cache(maxsize=1)
+def _superseded_statement() -> Select[*tuple[Any, ...]]:
+    """Which of the `ids` a non-archived thought replaces (suppress mode)."""
+    superseded_by, _ = _standing()
+    return select(Thought.id).where(id_in_param(Thought.id), superseded_by.is_not(None))
+
+
+# A page's cluster memberships (group_by_cluster): cluster edges point from the cluster to its member.
+_CLUSTERS_OF = (
+    select(Edge.target_id, Thought.id, Thought.content)
+    .join(Thought, Thought.id == Edge.source_id)
+    .where(Edge.type == EdgeType.cluster, id_in_param(Edge.target_id))
+    .order_by(Edge.created_at)
+)
+
+
 def _page_row(row: Any, *extra: str) -> PageRow:
     """A page row; `extra`: columns of the statement that are not part of the page (dropped)."""
     fields = dict(row._mapping)
@@ -257,21 +273,13 @@ class SearchRepository:
         """The thoughts a non-archived thought replaces."""
         if not thought_ids:
             return set()
-        superseded_by, _ = _standing()
-        statement = select(Thought.id).where(id_in(Thought.id, thought_ids), superseded_by.is_not(None))
-        return {row.id for row in await self._execute(statement)}
+        return {row.id for row in await self._execute(_superseded_statement(), {"ids": list(thought_ids)})}
 
     async def clusters_of(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID, str]]:
         """member id → (cluster id, cluster content) via `cluster` edges (cluster → member)."""
         if not thought_ids:
             return {}
-        statement = (
-            select(Edge.target_id, Thought.id, Thought.content)
-            .join(Thought, Thought.id == Edge.source_id)
-            .where(Edge.type == EdgeType.cluster, Edge.target_id.in_(list(thought_ids)))
-            .order_by(Edge.created_at)
-        )
         result: dict[uuid.UUID, tuple[uuid.UUID, str]] = {}
-        for row in await self._execute(statement):
+        for row in await self._execute(_CLUSTERS_OF, {"ids": list(thought_ids)}):
             result.setdefault(row.target_id, (row.id, row.content))
         return result
