@@ -66,6 +66,8 @@ class EdgeType(enum.StrEnum):
     supports = "supports"
 
 
+GIN_PENDING_LIST = {"gin_pending_list_limit": 256}  # kB
+
 SYMMETRIC_EDGE_TYPES = frozenset({EdgeType.related, EdgeType.contradicts})
 
 
@@ -164,9 +166,10 @@ class Thought(Base):
         CheckConstraint("(status = 'archived') = (archived_at IS NOT NULL)", name="archived_at_matches_status"),
         CheckConstraint("(embedding IS NULL) = (embedding_model IS NULL)", name="embedding_has_model"),
         Index("ix_thought_project_status_created", "project_id", "status", "created_at"),
-        Index("ix_thought_tags", "tags", postgresql_using="gin"),
+        # GIN pending lists of 256 kB (migration 0007): every scan reads the whole list.
+        Index("ix_thought_tags", "tags", postgresql_using="gin", postgresql_with=GIN_PENDING_LIST),
         # btree_gin (migration 0003): the lexical leg's project filter and words in one index scan.
-        Index("ix_thought_project_tsv", "project_id", "tsv", postgresql_using="gin"),
+        Index("ix_thought_project_tsv", "project_id", "tsv", postgresql_using="gin", postgresql_with=GIN_PENDING_LIST),
         # Half precision, m 12, ef_construction 128 (migration 0005): measured at 100 k thoughts, the cheapest
         # graph that kept recall@10 >= 0.98 over repeated builds (docs/BENCHMARKS.md). Queries order by
         # app.db.vector.index_distance.

@@ -195,6 +195,29 @@ async def test_check_constraints_match_the_models(scratch_url: str) -> None:
     assert actual == expected
 
 
+async def test_index_storage_parameters_match_the_models(scratch_url: str) -> None:
+    """Autogenerate ignores index storage parameters (the GIN pending lists of migration 0007, the HNSW graph),
+    so the catalog's are compared with the models' here."""
+    await asyncio.to_thread(migrations.upgrade, scratch_url)
+    expected = {
+        str(index.name): sorted(f"{key}={value}" for key, value in index.dialect_options["postgresql"]["with"].items())
+        for table in Base.metadata.sorted_tables
+        for index in table.indexes
+        if index.dialect_options["postgresql"]["with"]
+    }
+    engine = await _engine(scratch_url)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text("SELECT relname, reloptions FROM pg_class WHERE relname = ANY(:names)"), {"names": list(expected)}
+            )
+            actual = {row.relname: sorted(row.reloptions or []) for row in rows}
+    finally:
+        await engine.dispose()
+    assert expected["ix_thought_project_tsv"] == ["gin_pending_list_limit=256"]
+    assert actual == expected
+
+
 # ---------------------------------------------------------------- integrity rules in the schema
 
 
