@@ -127,6 +127,8 @@ class Project(Base):
     local_path: Mapped[str | None] = mapped_column(Text, unique=True)
     description: Mapped[str | None] = mapped_column(Text)
     is_default: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=sql("false"))
+    # Live thoughts, refreshed by the background jobs (migration 0008): the vector leg's exact-or-HNSW choice.
+    thought_estimate: Mapped[int] = mapped_column(Integer, nullable=False, server_default=sql("0"))
     created_at: Mapped[datetime] = _created_at()
     updated_at: Mapped[datetime] = _created_at()
     __table_args__ = (

@@ -16,7 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.db.engine import Database, is_unavailable
-from app.db.locks import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY
+from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
 from app.services.proposals import expire_due_proposals
 
@@ -108,6 +108,23 @@ async def expire_housekeeping(db: Database) -> int:
         return expired
 
 
+# Only the projects whose count moved are written (one seq scan of thought per tick: ~20 ms at 100 k).
+_REFRESH_ESTIMATES = text(
+    "UPDATE project p SET thought_estimate = coalesce(c.n, 0) FROM project q LEFT JOIN ("
+    "SELECT project_id, count(*) AS n FROM thought WHERE status <> 'archived' GROUP BY project_id"
+    ") c ON c.project_id = q.id WHERE p.id = q.id AND p.thought_estimate <> coalesce(c.n, 0)"
+)
+
+
+async def refresh_thought_estimates(db: Database) -> int:
+    """Each project's live thoughts into `project.thought_estimate` (the vector leg's plan choice)."""
+    async with db.unit_of_work() as session:
+        if not await _locked(session, ESTIMATE_LOCK_KEY):
+            return 0
+        result = await session.execute(_REFRESH_ESTIMATES)
+        return int(getattr(result, "rowcount", 0) or 0)
+
+
 async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
     """Runs until cancelled; a failing job is logged and tried again on the next tick."""
     while True:
@@ -115,6 +132,7 @@ async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
             decayed = await decay_importance(db, settings)
             if decayed:
                 logger.info("importance decay applied to %d thought(s)", decayed)
+            await refresh_thought_estimates(db)
             expired = await expire_housekeeping(db)
             if expired:
                 logger.info("%d pending proposal(s) expired", expired)
