@@ -63,6 +63,7 @@ from app.mcp.registry import CallContext
 from app.mcp.tools.recall_search import search_service
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
+from app.services.jobs import refresh_thought_estimates
 from app.services.scope import resolve_read_scope
 from app.services.search import SearchQuery, pool_size
 from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
@@ -489,6 +490,9 @@ async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
     db = Database(build_engine(dataset.url, pool_size=4))
     clock = StatementClock()
     clock.attach(db)
+    # The server below runs without its background jobs (no decay during a run); count the projects as they
+    # would, so the vector leg chooses its plan as in a deployment that runs them.
+    await refresh_thought_estimates(db)
     async with db.unit_of_work() as session:
         token, _ = await AuthService(session).create_token(f"bench-search-{uuid.uuid4().hex[:6]}", Role.reader)
         projects = {

@@ -127,8 +127,10 @@ class Project(Base):
     local_path: Mapped[str | None] = mapped_column(Text, unique=True)
     description: Mapped[str | None] = mapped_column(Text)
     is_default: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=sql("false"))
-    # Live thoughts, refreshed by the background jobs (migration 0008): the vector leg's exact-or-HNSW choice.
+    # Live thoughts and when they were counted, by the background jobs (migration 0008): the vector leg's
+    # exact-or-HNSW choice.
     thought_estimate: Mapped[int] = mapped_column(Integer, nullable=False, server_default=sql("0"))
+    thought_estimate_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = _created_at()
     updated_at: Mapped[datetime] = _created_at()
     __table_args__ = (

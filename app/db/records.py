@@ -17,6 +17,8 @@ class ProjectRecord:
     description: str | None
     is_default: bool
     created_at: datetime
+    thought_estimate: int = 0  # live thoughts when the background jobs last counted (vector leg plan choice)
+    thought_estimate_at: datetime | None = None
 
 
 @dataclass(frozen=True)

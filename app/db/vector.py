@@ -78,15 +78,10 @@ async def configure_vector_session(connection: Any) -> None:
     """The binary codec, plus the HNSW scan settings every search of this app wants, once per connection.
 
     iterative_scan: a filtered HNSW scan keeps going until it has `limit` rows (pgvector stops at ef_search
-    candidates otherwise). No parallel workers: the vector leg's exact branch, never run for a large project,
-    was still planned as a parallel scan whose workers were launched (4-5 ms) for nothing; a tool call's reads
-    are small. Set for the session, they save each search a round trip of SET LOCALs.
+    candidates otherwise). Set for the session, they save each search a round trip of SET LOCALs.
     """
     await register_vector_codec(connection)
-    await connection.execute(
-        f"SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = {HNSW_EF_SEARCH}; "
-        "SET max_parallel_workers_per_gather = 0"
-    )
+    await connection.execute(f"SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = {HNSW_EF_SEARCH}")
 
 
 def half(expression: ColumnElement[Any] | QueryableAttribute[Any]) -> ColumnElement[Any]:

@@ -108,16 +108,18 @@ async def expire_housekeeping(db: Database) -> int:
         return expired
 
 
-# Only the projects whose count moved are written (one seq scan of thought per tick: ~20 ms at 100 k).
+# Every project's count and time, so a current estimate stays fresh (the vector leg trusts it for
+# app.db.repositories.search.ESTIMATE_FRESH_FOR); one scan of thought per tick.
 _REFRESH_ESTIMATES = text(
-    "UPDATE project p SET thought_estimate = coalesce(c.n, 0) FROM project q LEFT JOIN ("
-    "SELECT project_id, count(*) AS n FROM thought WHERE status <> 'archived' GROUP BY project_id"
-    ") c ON c.project_id = q.id WHERE p.id = q.id AND p.thought_estimate <> coalesce(c.n, 0)"
+    "UPDATE project p SET thought_estimate = coalesce(c.n, 0), thought_estimate_at = now() FROM project q "
+    "LEFT JOIN (SELECT project_id, count(*) AS n FROM thought WHERE status <> 'archived' GROUP BY project_id) c "
+    "ON c.project_id = q.id WHERE p.id = q.id"
 )
 
 
 async def refresh_thought_estimates(db: Database) -> int:
-    """Each project's live thoughts into `project.thought_estimate` (the vector leg's plan choice)."""
+    """Each project's live thoughts into `project.thought_estimate(_at)` (the vector leg's plan choice); the
+    number of projects counted."""
     async with db.unit_of_work() as session:
         if not await _locked(session, ESTIMATE_LOCK_KEY):
             return 0

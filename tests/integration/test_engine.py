@@ -34,7 +34,6 @@ async def _show(db: Database, setting: str) -> str:
 async def test_every_pooled_connection_carries_the_hnsw_scan_settings(one_connection: Database) -> None:
     assert await _show(one_connection, "hnsw.iterative_scan") == "relaxed_order"
     assert await _show(one_connection, "hnsw.ef_search") == str(HNSW_EF_SEARCH)
-    assert await _show(one_connection, "max_parallel_workers_per_gather") == "0"
 
 
 async def test_a_larger_pool_widens_ef_search_for_its_own_transaction_only(one_connection: Database) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from app.db.models import ThoughtStatus
-from app.db.repositories.search import EXACT_SCAN_MAX_ROWS, SearchRepository
+from app.db.records import ProjectRecord
+from app.db.repositories.search import ESTIMATE_FRESH_FOR, EXACT_SCAN_MAX_ROWS, SearchRepository, counted_small
 from app.db.repositories.thoughts import ThoughtFilter
 from app.services.jobs import refresh_thought_estimates
 from tests.helpers import ToolCaller
@@ -34,11 +36,10 @@ async def test_a_filtered_search_returns_a_full_page(
     assert natural.meta["counts"]["returned"] == 10
     assert natural.meta["scope"] == {"project": small["id"], "project_name": "Garden", "global": False}
 
-    # A project this small is scanned exactly (its estimate is under EXACT_SCAN_MAX_ROWS), and PostgreSQL may
-    # answer a selective filter exactly anyway (btree + sort). Take both away so the vector leg must walk the
-    # HNSW index with the filter inside it: only the iterative scan still fills the page.
+    # Never counted by the background jobs, the project gets PostgreSQL's plan, which may answer a selective
+    # filter exactly (btree + sort). Take that path away so the vector leg must walk the HNSW index with the
+    # filter inside it: only the iterative scan still fills the page.
     assert await _plan_uses_hnsw(reader, small["id"])
-    await execute(reader.context, "UPDATE project SET thought_estimate = 1000000 WHERE id = :id", id=small["id"])
     original = SearchRepository.vector_leg
 
     async def through_hnsw(self: SearchRepository, *args: Any, **kwargs: Any) -> list[Any]:
@@ -68,21 +69,17 @@ async def _plan_uses_hnsw(reader: ToolCaller, project_id: str) -> bool:
         return any("ix_thought_embedding_hnsw" in line for (line,) in plan)
 
 
-async def test_a_small_project_is_scanned_exactly_and_a_large_one_walks_the_index(
+async def test_a_project_counted_small_is_scanned_exactly_and_any_other_walks_the_index(
     writer: ToolCaller, reader: ToolCaller
 ) -> None:
-    """The exact branch orders by the full-precision distance; the HNSW walk by the half-precision one."""
+    """The exact scan orders by the full-precision distance; the HNSW walk by the half-precision one."""
     project = await register(writer, "Garden", "/work/garden")
     await bulk(writer, [f"garden bed {n} watered on day {n % 7}" for n in range(60)], cwd="/work/garden")
-    await refresh_thought_estimates(reader.context.db)
-    estimate = await rows(reader.context, "SELECT thought_estimate FROM project WHERE id = :id", id=project["id"])
-    assert estimate[0][0] == 60
-
     vector = await reader.context.embedding.embed_query(QUERY)
     assert vector is not None
-    where = ThoughtFilter(uuid.UUID(project["id"]), (ThoughtStatus.active,))
 
-    async def leg_and_full_precision() -> tuple[list[float], list[float]]:
+    async def leg_and_full_precision(small: bool) -> tuple[list[float], list[float]]:
+        where = ThoughtFilter(uuid.UUID(project["id"]), (ThoughtStatus.active,), small_project=small)
         async with reader.context.db.unit_of_work() as session:
             leg = await SearchRepository(session).vector_leg(vector, PROFILE.model_id, where, 100)
             full = await session.execute(
@@ -92,30 +89,40 @@ async def test_a_small_project_is_scanned_exactly_and_a_large_one_walks_the_inde
             exact = {row[0]: row[1] for row in full}
         return [row.score for row in leg], [exact[row.id] for row in leg]
 
-    scores, full = await leg_and_full_precision()
-    assert len(scores) == 60 and scores == full  # exact branch: every row, at full precision
-
-    await execute(
-        reader.context,
-        "UPDATE project SET thought_estimate = :n WHERE id = :id",
-        n=EXACT_SCAN_MAX_ROWS + 1,
-        id=project["id"],
-    )
-    scores, full = await leg_and_full_precision()
+    scores, full = await leg_and_full_precision(small=True)
+    assert len(scores) == 60 and scores == full  # every row, at full precision
+    scores, full = await leg_and_full_precision(small=False)
     assert len(scores) == 60 and scores != full  # the walk's half-precision distances
     assert max(abs(a - b) for a, b in zip(scores, full, strict=True)) < 2e-3
 
 
-async def test_the_estimate_refresh_counts_live_thoughts_and_writes_only_what_moved(
+def test_a_project_counts_as_small_only_when_recently_counted_under_the_limit() -> None:
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    fresh = now - ESTIMATE_FRESH_FOR + timedelta(seconds=1)
+    stale = now - ESTIMATE_FRESH_FOR
+
+    def project(count: int, at: datetime | None) -> ProjectRecord:
+        return ProjectRecord(uuid.uuid4(), "p", "/p", None, False, now, thought_estimate=count, thought_estimate_at=at)
+
+    assert counted_small(project(EXACT_SCAN_MAX_ROWS, fresh), now)
+    assert not counted_small(project(EXACT_SCAN_MAX_ROWS + 1, fresh), now)
+    assert not counted_small(project(10, stale), now)  # no replica counted lately: PostgreSQL's plan
+    assert not counted_small(project(0, None), now)  # never counted
+    assert not counted_small(None, now)  # no project scope
+
+
+async def test_the_estimate_refresh_counts_live_thoughts_of_every_project_and_stamps_them(
     writer: ToolCaller, reader: ToolCaller
 ) -> None:
     await register(writer, "Busy", "/work/busy")
     await register(writer, "Quiet", "/work/quiet")
     ids = await bulk(writer, [f"note {n} about the busy project" for n in range(5)], cwd="/work/busy")
     await archive(reader.context, ids[0])
-    assert await refresh_thought_estimates(reader.context.db) == 1  # Busy moved; Quiet stays at 0
-    estimates = dict(
-        await rows(reader.context, "SELECT name, thought_estimate FROM project WHERE name IN ('Busy', 'Quiet')")
+    projects = await rows(reader.context, "SELECT count(*) FROM project")
+    assert await refresh_thought_estimates(reader.context.db) == projects[0][0]
+    counted = await rows(
+        reader.context,
+        "SELECT name, thought_estimate, thought_estimate_at > now() - interval '1 minute' FROM project "
+        "WHERE name IN ('Busy', 'Quiet')",
     )
-    assert estimates == {"Busy": 4, "Quiet": 0}
-    assert await refresh_thought_estimates(reader.context.db) == 0
+    assert {row[0]: (row[1], row[2]) for row in counted} == {"Busy": (4, True), "Quiet": (0, True)}

@@ -24,6 +24,8 @@ _COLUMNS = (
     Project.description,
     Project.is_default,
     Project.created_at,
+    Project.thought_estimate,
+    Project.thought_estimate_at,
 )
 
 # Every read call resolves its cwd: built once, one text[] parameter for the path and its ancestors.

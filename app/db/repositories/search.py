@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -30,8 +30,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from app.db.engine import execute_core
-from app.db.models import Edge, EdgeType, Project, Thought, ThoughtStatus
-from app.db.records import ThoughtRecord
+from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
+from app.db.records import ProjectRecord, ThoughtRecord
 from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in_param, thought_select
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
@@ -86,27 +86,41 @@ def _words() -> tuple[Any, Any]:
 # HNSW walk through a small share of the table recalled 0.80 @10 in 30-40 ms for queries whose neighbours lie
 # in other projects, where the exact scan of 3 000 thoughts took 2.5 ms (docs/BENCHMARKS.md, sixth round).
 EXACT_SCAN_MAX_ROWS = 5000
+# The background jobs count every tick (60 s by default). An older count (no replica runs them: `stdio`
+# alone, or jobs disabled) could hide a project that grew: the choice is then PostgreSQL's.
+ESTIMATE_FRESH_FOR = timedelta(minutes=5)
+
+
+def counted_small(project: ProjectRecord | None, now: datetime) -> bool:
+    """Whether a search scoped to `project` scans it exactly: counted at most EXACT_SCAN_MAX_ROWS, recently."""
+    if project is None or project.thought_estimate_at is None:
+        return False
+    return project.thought_estimate <= EXACT_SCAN_MAX_ROWS and now - project.thought_estimate_at < ESTIMATE_FRESH_FOR
 
 
 @lru_cache(maxsize=64)
-def _vector_leg_statement(shape: FilterShape) -> Executable:
-    """HNSW over the filter; with a project filter, an exact scan instead when the project is small.
+def _vector_leg_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
+    """Nearest first through the HNSW index, the filter inside the walk."""
+    distance = index_distance(Thought.embedding, vector_param("vector"))
+    return (
+        select(Thought.id, distance.label("distance"), Thought.created_at)
+        .where(Thought.embedding_model == bindparam("model"), *shape.clauses())
+        .order_by(distance)
+        .limit(bindparam("pool", type_=Integer))
+    )
 
-    Both branches are in one statement behind one-time filters on the project's estimate (a primary-key
-    read), so PostgreSQL runs one of them. The exact branch orders by the full-precision distance, which no
-    index serves: the project's rows are read through its btree and sorted, none converted to half precision.
-    """
-    approximate = index_distance(Thought.embedding, vector_param("vector"))
-    filters = (Thought.embedding_model == bindparam("model"), *shape.clauses())
-    pool = bindparam("pool", type_=Integer)
-    walk = select(Thought.id, approximate.label("distance"), Thought.created_at).where(*filters)
-    if not shape.project:
-        return walk.order_by(approximate).limit(pool)
-    estimate = select(Project.thought_estimate).where(Project.id == bindparam("filter_project")).scalar_subquery()
-    small = func.coalesce(estimate, 0) <= EXACT_SCAN_MAX_ROWS
-    exact = Thought.embedding.cosine_distance(vector_param("vector"))
-    scan = select(Thought.id, exact.label("distance"), Thought.created_at).where(*filters, small)
-    return union_all(walk.where(~small).order_by(approximate).limit(pool), scan.order_by(exact).limit(pool))
+
+@lru_cache(maxsize=64)
+def _exact_scan_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
+    """Nearest first by the full-precision distance, which no index serves: the small project's rows are read
+    through its btree and sorted, none converted to half precision."""
+    distance = Thought.embedding.cosine_distance(vector_param("vector"))
+    return (
+        select(Thought.id, distance.label("distance"), Thought.created_at)
+        .where(Thought.embedding_model == bindparam("model"), *shape.clauses())
+        .order_by(distance)
+        .limit(bindparam("pool", type_=Integer))
+    )
 
 
 @lru_cache(maxsize=64)
@@ -238,7 +252,8 @@ class SearchRepository:
         return await execute_core(self.session, statement, parameters)
 
     async def vector_leg(self, vector: Sequence[float], model_id: str, where: SearchFilter, pool: int) -> list[LegRow]:
-        """Nearest first by cosine distance; filters run inside the HNSW scan (the session's iterative scan).
+        """Nearest first by cosine distance; filters run inside the HNSW scan (the session's iterative scan), or
+        an exact scan for a project counted small (`where.small_project`).
 
         The connection's session settings (app.db.vector.configure_vector_session) cover the default pool;
         a larger pool widens ef_search for this transaction only.
@@ -247,7 +262,8 @@ class SearchRepository:
         if ef_search != HNSW_EF_SEARCH:
             await self._execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
         parameters = {"vector": vector, "model": model_id, "pool": pool, **where.parameters()}
-        result = await self._execute(_vector_leg_statement(where.shape), parameters)
+        statement = _exact_scan_statement if where.small_project else _vector_leg_statement
+        result = await self._execute(statement(where.shape), parameters)
         rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result]
         return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
 

@@ -106,6 +106,8 @@ class ThoughtFilter:
     tag: str | None = None
     is_cluster: bool | None = None
     min_importance: float | None = None
+    # The project was recently counted small: the vector leg scans it exactly (app.db.repositories.search).
+    small_project: bool = False
 
     @property
     def shape(self) -> FilterShape:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.search import SearchRepository
+from app.db.repositories.search import SearchRepository, counted_small
 from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, status_filter
 from app.db.repositories.url_links import UrlLinkRepository
 from app.errors import bad_request, not_found
@@ -89,6 +90,7 @@ def _filter(args: SearchArgs | ClustersArgs, scope: ReadScope, is_cluster: bool 
         tag=args.tag,
         is_cluster=is_cluster,
         min_importance=getattr(args, "min_importance", None),
+        small_project=counted_small(scope.project, datetime.now(UTC)),
     )
 
 
@@ -208,7 +210,10 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
                 thought = found
             else:
                 scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-                where = ThoughtFilter(scope.project.id if scope.project else None, status_filter("active"))
+                small = counted_small(scope.project, datetime.now(UTC))
+                where = ThoughtFilter(
+                    scope.project.id if scope.project else None, status_filter("active"), small_project=small
+                )
                 gate = args.min_relevance if args.min_relevance is not None else 0.0
                 query = SearchQuery(args.query or "", where, 1, min_relevance=gate, vector=vector)
                 outcome = await search_service(session, ctx, count_hits=False).search(query)
