@@ -98,23 +98,13 @@ def counted_small(project: ProjectRecord | None, now: datetime) -> bool:
     return project.thought_estimate <= EXACT_SCAN_MAX_ROWS and now - project.thought_estimate_at < ESTIMATE_FRESH_FOR
 
 
-@lru_cache(maxsize=64)
-def _vector_leg_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
-    """Nearest first through the HNSW index, the filter inside the walk."""
-    distance = index_distance(Thought.embedding, vector_param("vector"))
-    return (
-        select(Thought.id, distance.label("distance"), Thought.created_at)
-        .where(Thought.embedding_model == bindparam("model"), *shape.clauses())
-        .order_by(distance)
-        .limit(bindparam("pool", type_=Integer))
-    )
-
-
-@lru_cache(maxsize=64)
-def _exact_scan_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
-    """Nearest first by the full-precision distance, which no index serves: the small project's rows are read
-    through its btree and sorted, none converted to half precision."""
-    distance = Thought.embedding.cosine_distance(vector_param("vector"))
+@lru_cache(maxsize=128)
+def _vector_leg_statement(shape: FilterShape, exact: bool) -> Select[*tuple[Any, ...]]:
+    """Nearest first: through the HNSW index with the filter inside the walk, or (`exact`) by the
+    full-precision distance, which no index serves, so a small project's rows are read through its btree and
+    sorted, none converted to half precision."""
+    vector = vector_param("vector")
+    distance = Thought.embedding.cosine_distance(vector) if exact else index_distance(Thought.embedding, vector)
     return (
         select(Thought.id, distance.label("distance"), Thought.created_at)
         .where(Thought.embedding_model == bindparam("model"), *shape.clauses())
@@ -262,8 +252,7 @@ class SearchRepository:
         if ef_search != HNSW_EF_SEARCH:
             await self._execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
         parameters = {"vector": vector, "model": model_id, "pool": pool, **where.parameters()}
-        statement = _exact_scan_statement if where.small_project else _vector_leg_statement
-        result = await self._execute(statement(where.shape), parameters)
+        result = await self._execute(_vector_leg_statement(where.shape, where.small_project), parameters)
         rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result]
         return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
 
