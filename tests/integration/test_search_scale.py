@@ -107,6 +107,8 @@ def test_a_project_counts_as_small_only_when_recently_counted_under_the_limit() 
     assert counted_small(project(EXACT_SCAN_MAX_ROWS, fresh), now)
     assert not counted_small(project(EXACT_SCAN_MAX_ROWS + 1, fresh), now)
     assert not counted_small(project(10, stale), now)  # no replica counted lately: PostgreSQL's plan
+    assert counted_small(project(10, now + timedelta(seconds=2)), now)  # the database's clock a little ahead
+    assert not counted_small(project(10, now + ESTIMATE_FRESH_FOR), now)
     assert not counted_small(project(0, None), now)  # never counted
     assert not counted_small(None, now)  # no project scope
 

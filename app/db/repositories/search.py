@@ -95,7 +95,10 @@ def counted_small(project: ProjectRecord | None, now: datetime) -> bool:
     """Whether a search scoped to `project` scans it exactly: counted at most EXACT_SCAN_MAX_ROWS, recently."""
     if project is None or project.thought_estimate_at is None:
         return False
-    return project.thought_estimate <= EXACT_SCAN_MAX_ROWS and now - project.thought_estimate_at < ESTIMATE_FRESH_FOR
+    # abs(): the count is stamped by the database's clock, `now` is this host's; a skew either way only ages it.
+    return (
+        project.thought_estimate <= EXACT_SCAN_MAX_ROWS and abs(now - project.thought_estimate_at) < ESTIMATE_FRESH_FOR
+    )
 
 
 @lru_cache(maxsize=128)
