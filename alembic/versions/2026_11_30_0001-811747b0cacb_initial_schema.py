@@ -3,7 +3,7 @@
 pgvector's extension and the cluster-edge trigger are written by hand (autogenerate emits neither).
 
 Revision ID: 811747b0cacb
-Revises:
+Revises: 
 Create Date: 2026-11-30 01:35:33.519147
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from alembic import op
 
-revision: str = "811747b0cacb"
+revision: str = '811747b0cacb'
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
@@ -37,335 +37,194 @@ END $$
 
 def upgrade() -> None:
     op.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    op.create_table(
-        "app_user",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("name", sa.String(length=200), nullable=False),
-        sa.Column("role", sa.Enum("admin", "writer", "reader", name="user_role"), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.CheckConstraint("length(btrim(name)) > 0", name=op.f("ck_app_user_name_not_blank")),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_app_user")),
-        sa.UniqueConstraint("name", name=op.f("uq_app_user_name")),
+    op.create_table('app_user',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('name', sa.String(length=200), nullable=False),
+    sa.Column('role', sa.Enum('admin', 'writer', 'reader', name='user_role'), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.CheckConstraint('length(btrim(name)) > 0', name=op.f('ck_app_user_name_not_blank')),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_app_user')),
+    sa.UniqueConstraint('name', name=op.f('uq_app_user_name'))
     )
-    op.create_table(
-        "project",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("name", sa.String(length=200), nullable=False),
-        sa.Column("local_path", sa.Text(), nullable=True),
-        sa.Column("description", sa.Text(), nullable=True),
-        sa.Column("is_default", sa.Boolean(), server_default=sa.text("false"), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.CheckConstraint("length(btrim(name)) > 0", name=op.f("ck_project_name_not_blank")),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_project")),
-        sa.UniqueConstraint("local_path", name=op.f("uq_project_local_path")),
-        sa.UniqueConstraint("name", name=op.f("uq_project_name")),
+    op.create_table('project',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('name', sa.String(length=200), nullable=False),
+    sa.Column('local_path', sa.Text(), nullable=True),
+    sa.Column('description', sa.Text(), nullable=True),
+    sa.Column('is_default', sa.Boolean(), server_default=sa.text('false'), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.CheckConstraint('length(btrim(name)) > 0', name=op.f('ck_project_name_not_blank')),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_project')),
+    sa.UniqueConstraint('local_path', name=op.f('uq_project_local_path')),
+    sa.UniqueConstraint('name', name=op.f('uq_project_name'))
     )
-    op.create_index(
-        "uq_project_single_default", "project", ["is_default"], unique=True, postgresql_where=sa.text("is_default")
+    op.create_index('uq_project_single_default', 'project', ['is_default'], unique=True, postgresql_where=sa.text('is_default'))
+    op.create_table('api_token',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('user_id', sa.UUID(), nullable=False),
+    sa.Column('token_hash', sa.LargeBinary(length=32), nullable=False),
+    sa.Column('label', sa.String(length=200), nullable=True),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('last_used_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('revoked_at', sa.DateTime(timezone=True), nullable=True),
+    sa.ForeignKeyConstraint(['user_id'], ['app_user.id'], name=op.f('fk_api_token_user_id_app_user'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_api_token')),
+    sa.UniqueConstraint('token_hash', name=op.f('uq_api_token_token_hash'))
     )
-    op.create_table(
-        "api_token",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("user_id", sa.UUID(), nullable=False),
-        sa.Column("token_hash", sa.LargeBinary(length=32), nullable=False),
-        sa.Column("label", sa.String(length=200), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("last_used_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["user_id"], ["app_user.id"], name=op.f("fk_api_token_user_id_app_user"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_api_token")),
-        sa.UniqueConstraint("token_hash", name=op.f("uq_api_token_token_hash")),
+    op.create_index(op.f('ix_api_token_user_id'), 'api_token', ['user_id'], unique=False)
+    op.create_table('audit_event',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('user_id', sa.UUID(), nullable=True),
+    sa.Column('project_id', sa.UUID(), nullable=True),
+    sa.Column('tool', sa.String(length=64), nullable=False),
+    sa.Column('action', sa.String(length=64), nullable=False),
+    sa.Column('target_ids', postgresql.ARRAY(sa.Text()), server_default=sa.text("'{}'::text[]"), nullable=False),
+    sa.Column('details', postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.ForeignKeyConstraint(['user_id'], ['app_user.id'], name=op.f('fk_audit_event_user_id_app_user'), ondelete='SET NULL'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_audit_event'))
     )
-    op.create_index(op.f("ix_api_token_user_id"), "api_token", ["user_id"], unique=False)
-    op.create_table(
-        "audit_event",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("user_id", sa.UUID(), nullable=True),
-        sa.Column("project_id", sa.UUID(), nullable=True),
-        sa.Column("tool", sa.String(length=64), nullable=False),
-        sa.Column("action", sa.String(length=64), nullable=False),
-        sa.Column("target_ids", postgresql.ARRAY(sa.Text()), server_default=sa.text("'{}'::text[]"), nullable=False),
-        sa.Column(
-            "details", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False
-        ),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["user_id"], ["app_user.id"], name=op.f("fk_audit_event_user_id_app_user"), ondelete="SET NULL"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_audit_event")),
+    op.create_index('ix_audit_event_created_at', 'audit_event', ['created_at'], unique=False)
+    op.create_table('preview_token',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('user_id', sa.UUID(), nullable=True),
+    sa.Column('tool', sa.String(length=64), nullable=False),
+    sa.Column('action', sa.String(length=64), nullable=False),
+    sa.Column('fingerprint', sa.String(length=128), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('expires_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('used_at', sa.DateTime(timezone=True), nullable=True),
+    sa.ForeignKeyConstraint(['user_id'], ['app_user.id'], name=op.f('fk_preview_token_user_id_app_user'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_preview_token'))
     )
-    op.create_index("ix_audit_event_created_at", "audit_event", ["created_at"], unique=False)
-    op.create_table(
-        "preview_token",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("user_id", sa.UUID(), nullable=True),
-        sa.Column("tool", sa.String(length=64), nullable=False),
-        sa.Column("action", sa.String(length=64), nullable=False),
-        sa.Column("fingerprint", sa.String(length=128), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("used_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["user_id"], ["app_user.id"], name=op.f("fk_preview_token_user_id_app_user"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_preview_token")),
+    op.create_index('ix_preview_token_expires_at', 'preview_token', ['expires_at'], unique=False)
+    op.create_table('slot',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('project_id', sa.UUID(), nullable=True),
+    sa.Column('name', sa.String(length=64), nullable=False),
+    sa.Column('content', sa.Text(), server_default='', nullable=False),
+    sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.CheckConstraint("name IN ('project_context', 'active_goals')", name=op.f('ck_slot_stored_slot_name')),
+    sa.ForeignKeyConstraint(['project_id'], ['project.id'], name=op.f('fk_slot_project_id_project'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_slot'))
     )
-    op.create_index("ix_preview_token_expires_at", "preview_token", ["expires_at"], unique=False)
-    op.create_table(
-        "slot",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("project_id", sa.UUID(), nullable=True),
-        sa.Column("name", sa.String(length=64), nullable=False),
-        sa.Column("content", sa.Text(), server_default="", nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.CheckConstraint("name IN ('project_context', 'active_goals')", name=op.f("ck_slot_stored_slot_name")),
-        sa.ForeignKeyConstraint(
-            ["project_id"], ["project.id"], name=op.f("fk_slot_project_id_project"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_slot")),
+    op.create_index('uq_slot_project_name', 'slot', ['project_id', 'name'], unique=True, postgresql_nulls_not_distinct=True)
+    op.create_table('thought',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('project_id', sa.UUID(), nullable=False),
+    sa.Column('content', sa.Text(), nullable=False),
+    sa.Column('status', sa.Enum('draft', 'active', 'archived', name='thought_status'), server_default='active', nullable=False),
+    sa.Column('tags', postgresql.ARRAY(sa.Text()), server_default=sa.text("'{}'::text[]"), nullable=False),
+    sa.Column('is_protected', sa.Boolean(), server_default=sa.text('false'), nullable=False),
+    sa.Column('is_global', sa.Boolean(), server_default=sa.text('false'), nullable=False),
+    sa.Column('is_cluster', sa.Boolean(), server_default=sa.text('false'), nullable=False),
+    sa.Column('importance', sa.Float(), server_default=sa.text('1.0'), nullable=False),
+    sa.Column('surface_after', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('archived_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('created_by', sa.UUID(), nullable=True),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('embedding', pgvector.sqlalchemy.vector.VECTOR(dim=384), nullable=True),
+    sa.Column('embedding_model', sa.String(length=200), nullable=True),
+    sa.Column('tsv', postgresql.TSVECTOR(), sa.Computed("to_tsvector('english'::regconfig, content)", persisted=True), nullable=False),
+    sa.CheckConstraint("(status = 'archived') = (archived_at IS NOT NULL)", name=op.f('ck_thought_archived_at_matches_status')),
+    sa.CheckConstraint('(embedding IS NULL) = (embedding_model IS NULL)', name=op.f('ck_thought_embedding_has_model')),
+    sa.CheckConstraint('importance >= 0 AND importance <= 1', name=op.f('ck_thought_importance_range')),
+    sa.CheckConstraint('length(content) > 0 AND length(content) <= 720', name=op.f('ck_thought_content_length')),
+    sa.ForeignKeyConstraint(['created_by'], ['app_user.id'], name=op.f('fk_thought_created_by_app_user'), ondelete='SET NULL'),
+    sa.ForeignKeyConstraint(['project_id'], ['project.id'], name=op.f('fk_thought_project_id_project'), ondelete='RESTRICT'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_thought'))
     )
-    op.create_index(
-        "uq_slot_project_name", "slot", ["project_id", "name"], unique=True, postgresql_nulls_not_distinct=True
+    op.create_index('ix_thought_embedding_hnsw', 'thought', ['embedding'], unique=False, postgresql_using='hnsw', postgresql_with={'m': 16, 'ef_construction': 64}, postgresql_ops={'embedding': 'vector_cosine_ops'})
+    op.create_index('ix_thought_pending_embedding', 'thought', ['id'], unique=False, postgresql_where=sa.text('embedding IS NULL'))
+    op.create_index('ix_thought_project_status_created', 'thought', ['project_id', 'status', 'created_at'], unique=False)
+    op.create_index('ix_thought_tags', 'thought', ['tags'], unique=False, postgresql_using='gin')
+    op.create_index('ix_thought_tsv', 'thought', ['tsv'], unique=False, postgresql_using='gin')
+    op.create_table('edge',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('project_id', sa.UUID(), nullable=False),
+    sa.Column('source_id', sa.UUID(), nullable=False),
+    sa.Column('target_id', sa.UUID(), nullable=False),
+    sa.Column('type', sa.Enum('related', 'parent', 'develops', 'replaces', 'cluster', 'references', 'depends_on', 'contradicts', 'supports', name='edge_type'), nullable=False),
+    sa.Column('created_by', sa.UUID(), nullable=True),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.CheckConstraint('source_id <> target_id', name=op.f('ck_edge_no_self_loop')),
+    sa.ForeignKeyConstraint(['created_by'], ['app_user.id'], name=op.f('fk_edge_created_by_app_user'), ondelete='SET NULL'),
+    sa.ForeignKeyConstraint(['project_id'], ['project.id'], name=op.f('fk_edge_project_id_project'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['source_id'], ['thought.id'], name=op.f('fk_edge_source_id_thought'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['target_id'], ['thought.id'], name=op.f('fk_edge_target_id_thought'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_edge'))
     )
-    op.create_table(
-        "thought",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("project_id", sa.UUID(), nullable=False),
-        sa.Column("content", sa.Text(), nullable=False),
-        sa.Column(
-            "status",
-            sa.Enum("draft", "active", "archived", name="thought_status"),
-            server_default="active",
-            nullable=False,
-        ),
-        sa.Column("tags", postgresql.ARRAY(sa.Text()), server_default=sa.text("'{}'::text[]"), nullable=False),
-        sa.Column("is_protected", sa.Boolean(), server_default=sa.text("false"), nullable=False),
-        sa.Column("is_global", sa.Boolean(), server_default=sa.text("false"), nullable=False),
-        sa.Column("is_cluster", sa.Boolean(), server_default=sa.text("false"), nullable=False),
-        sa.Column("importance", sa.Float(), server_default=sa.text("1.0"), nullable=False),
-        sa.Column("surface_after", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("archived_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("created_by", sa.UUID(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("embedding", pgvector.sqlalchemy.vector.VECTOR(dim=384), nullable=True),
-        sa.Column("embedding_model", sa.String(length=200), nullable=True),
-        sa.Column(
-            "tsv",
-            postgresql.TSVECTOR(),
-            sa.Computed("to_tsvector('english'::regconfig, content)", persisted=True),
-            nullable=False,
-        ),
-        sa.CheckConstraint(
-            "(status = 'archived') = (archived_at IS NOT NULL)", name=op.f("ck_thought_archived_at_matches_status")
-        ),
-        sa.CheckConstraint(
-            "(embedding IS NULL) = (embedding_model IS NULL)", name=op.f("ck_thought_embedding_has_model")
-        ),
-        sa.CheckConstraint("importance >= 0 AND importance <= 1", name=op.f("ck_thought_importance_range")),
-        sa.CheckConstraint("length(content) > 0 AND length(content) <= 720", name=op.f("ck_thought_content_length")),
-        sa.ForeignKeyConstraint(
-            ["created_by"], ["app_user.id"], name=op.f("fk_thought_created_by_app_user"), ondelete="SET NULL"
-        ),
-        sa.ForeignKeyConstraint(
-            ["project_id"], ["project.id"], name=op.f("fk_thought_project_id_project"), ondelete="RESTRICT"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_thought")),
+    op.create_index(op.f('ix_edge_source_id'), 'edge', ['source_id'], unique=False)
+    op.create_index(op.f('ix_edge_target_id'), 'edge', ['target_id'], unique=False)
+    op.create_index('uq_edge_unordered_pair', 'edge', [sa.literal_column('LEAST(source_id, target_id)'), sa.literal_column('GREATEST(source_id, target_id)')], unique=True)
+    op.create_table('placement_proposal',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('project_id', sa.UUID(), nullable=False),
+    sa.Column('source_id', sa.UUID(), nullable=False),
+    sa.Column('target_id', sa.UUID(), nullable=True),
+    sa.Column('kind', sa.String(length=32), nullable=False),
+    sa.Column('edge_type', sa.Enum('related', 'parent', 'develops', 'replaces', 'cluster', 'references', 'depends_on', 'contradicts', 'supports', name='edge_type'), nullable=True),
+    sa.Column('status', sa.Enum('pending', 'accepted', 'rejected', 'expired', 'stale', 'rolled_back', name='proposal_status'), server_default='pending', nullable=False),
+    sa.Column('confidence', sa.Float(), nullable=True),
+    sa.Column('rationale', sa.Text(), nullable=True),
+    sa.Column('payload', postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False),
+    sa.Column('fingerprint', sa.String(length=128), nullable=False),
+    sa.Column('run_id', sa.UUID(), nullable=True),
+    sa.Column('created_by', sa.UUID(), nullable=True),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('applied_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('expires_at', sa.DateTime(timezone=True), nullable=False),
+    sa.CheckConstraint("kind IN ('edge', 'placement', 'lifecycle', 'triage_activate', 'triage_archive')", name=op.f('ck_placement_proposal_known_kind')),
+    sa.ForeignKeyConstraint(['created_by'], ['app_user.id'], name=op.f('fk_placement_proposal_created_by_app_user'), ondelete='SET NULL'),
+    sa.ForeignKeyConstraint(['project_id'], ['project.id'], name=op.f('fk_placement_proposal_project_id_project'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['source_id'], ['thought.id'], name=op.f('fk_placement_proposal_source_id_thought'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['target_id'], ['thought.id'], name=op.f('fk_placement_proposal_target_id_thought'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_placement_proposal'))
     )
-    op.create_index(
-        "ix_thought_embedding_hnsw",
-        "thought",
-        ["embedding"],
-        unique=False,
-        postgresql_using="hnsw",
-        postgresql_with={"m": 16, "ef_construction": 64},
-        postgresql_ops={"embedding": "vector_cosine_ops"},
+    op.create_index('ix_placement_proposal_project_status', 'placement_proposal', ['project_id', 'status', 'created_at'], unique=False)
+    op.create_index(op.f('ix_placement_proposal_run_id'), 'placement_proposal', ['run_id'], unique=False)
+    op.create_index(op.f('ix_placement_proposal_source_id'), 'placement_proposal', ['source_id'], unique=False)
+    op.create_index('uq_placement_proposal_pending', 'placement_proposal', ['source_id', 'kind', 'target_id', 'edge_type'], unique=True, postgresql_where=sa.text("status = 'pending'"), postgresql_nulls_not_distinct=True)
+    op.create_table('primer',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('thought_id', sa.UUID(), nullable=False),
+    sa.Column('project_id', sa.UUID(), nullable=False),
+    sa.Column('promoted_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.ForeignKeyConstraint(['project_id'], ['project.id'], name=op.f('fk_primer_project_id_project'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['thought_id'], ['thought.id'], name=op.f('fk_primer_thought_id_thought'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_primer')),
+    sa.UniqueConstraint('thought_id', name=op.f('uq_primer_thought_id'))
     )
-    op.create_index(
-        "ix_thought_pending_embedding", "thought", ["id"], unique=False, postgresql_where=sa.text("embedding IS NULL")
+    op.create_table('thought_hit',
+    sa.Column('thought_id', sa.UUID(), nullable=False),
+    sa.Column('project_id', sa.UUID(), nullable=False),
+    sa.Column('hit_count', sa.Integer(), server_default=sa.text('0'), nullable=False),
+    sa.Column('last_hit_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.CheckConstraint('hit_count >= 0', name=op.f('ck_thought_hit_hit_count_positive')),
+    sa.ForeignKeyConstraint(['project_id'], ['project.id'], name=op.f('fk_thought_hit_project_id_project'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['thought_id'], ['thought.id'], name=op.f('fk_thought_hit_thought_id_thought'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('thought_id', name=op.f('pk_thought_hit'))
     )
-    op.create_index(
-        "ix_thought_project_status_created", "thought", ["project_id", "status", "created_at"], unique=False
+    op.create_table('thought_url_link',
+    sa.Column('id', sa.UUID(), nullable=False),
+    sa.Column('thought_id', sa.UUID(), nullable=False),
+    sa.Column('project_id', sa.UUID(), nullable=False),
+    sa.Column('text', sa.Text(), nullable=False),
+    sa.Column('url', sa.Text(), nullable=False),
+    sa.Column('label', sa.Text(), nullable=False),
+    sa.Column('sort_order', sa.Integer(), server_default=sa.text('0'), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.CheckConstraint("url ~* '^https?://'", name=op.f('ck_thought_url_link_url_is_http')),
+    sa.CheckConstraint('length(btrim(text)) > 0', name=op.f('ck_thought_url_link_text_not_blank')),
+    sa.ForeignKeyConstraint(['project_id'], ['project.id'], name=op.f('fk_thought_url_link_project_id_project'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['thought_id'], ['thought.id'], name=op.f('fk_thought_url_link_thought_id_thought'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_thought_url_link'))
     )
-    op.create_index("ix_thought_tags", "thought", ["tags"], unique=False, postgresql_using="gin")
-    op.create_index("ix_thought_tsv", "thought", ["tsv"], unique=False, postgresql_using="gin")
-    op.create_table(
-        "edge",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("project_id", sa.UUID(), nullable=False),
-        sa.Column("source_id", sa.UUID(), nullable=False),
-        sa.Column("target_id", sa.UUID(), nullable=False),
-        sa.Column(
-            "type",
-            sa.Enum(
-                "related",
-                "parent",
-                "develops",
-                "replaces",
-                "cluster",
-                "references",
-                "depends_on",
-                "contradicts",
-                "supports",
-                name="edge_type",
-            ),
-            nullable=False,
-        ),
-        sa.Column("created_by", sa.UUID(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.CheckConstraint("source_id <> target_id", name=op.f("ck_edge_no_self_loop")),
-        sa.ForeignKeyConstraint(
-            ["created_by"], ["app_user.id"], name=op.f("fk_edge_created_by_app_user"), ondelete="SET NULL"
-        ),
-        sa.ForeignKeyConstraint(
-            ["project_id"], ["project.id"], name=op.f("fk_edge_project_id_project"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["source_id"], ["thought.id"], name=op.f("fk_edge_source_id_thought"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["target_id"], ["thought.id"], name=op.f("fk_edge_target_id_thought"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_edge")),
-    )
-    op.create_index(op.f("ix_edge_source_id"), "edge", ["source_id"], unique=False)
-    op.create_index(op.f("ix_edge_target_id"), "edge", ["target_id"], unique=False)
-    op.create_index(
-        "uq_edge_unordered_pair",
-        "edge",
-        [sa.literal_column("LEAST(source_id, target_id)"), sa.literal_column("GREATEST(source_id, target_id)")],
-        unique=True,
-    )
-    op.create_table(
-        "placement_proposal",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("project_id", sa.UUID(), nullable=False),
-        sa.Column("source_id", sa.UUID(), nullable=False),
-        sa.Column("target_id", sa.UUID(), nullable=True),
-        sa.Column("kind", sa.String(length=32), nullable=False),
-        sa.Column(
-            "edge_type",
-            sa.Enum(
-                "related",
-                "parent",
-                "develops",
-                "replaces",
-                "cluster",
-                "references",
-                "depends_on",
-                "contradicts",
-                "supports",
-                name="edge_type",
-            ),
-            nullable=True,
-        ),
-        sa.Column(
-            "status",
-            sa.Enum("pending", "accepted", "rejected", "expired", "stale", "rolled_back", name="proposal_status"),
-            server_default="pending",
-            nullable=False,
-        ),
-        sa.Column("confidence", sa.Float(), nullable=True),
-        sa.Column("rationale", sa.Text(), nullable=True),
-        sa.Column(
-            "payload", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False
-        ),
-        sa.Column("fingerprint", sa.String(length=128), nullable=False),
-        sa.Column("run_id", sa.UUID(), nullable=True),
-        sa.Column("created_by", sa.UUID(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("applied_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
-        sa.CheckConstraint(
-            "kind IN ('edge', 'placement', 'lifecycle', 'triage_activate', 'triage_archive')",
-            name=op.f("ck_placement_proposal_known_kind"),
-        ),
-        sa.ForeignKeyConstraint(
-            ["created_by"], ["app_user.id"], name=op.f("fk_placement_proposal_created_by_app_user"), ondelete="SET NULL"
-        ),
-        sa.ForeignKeyConstraint(
-            ["project_id"], ["project.id"], name=op.f("fk_placement_proposal_project_id_project"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["source_id"], ["thought.id"], name=op.f("fk_placement_proposal_source_id_thought"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["target_id"], ["thought.id"], name=op.f("fk_placement_proposal_target_id_thought"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_placement_proposal")),
-    )
-    op.create_index(
-        "ix_placement_proposal_project_status",
-        "placement_proposal",
-        ["project_id", "status", "created_at"],
-        unique=False,
-    )
-    op.create_index(op.f("ix_placement_proposal_run_id"), "placement_proposal", ["run_id"], unique=False)
-    op.create_index(op.f("ix_placement_proposal_source_id"), "placement_proposal", ["source_id"], unique=False)
-    op.create_index(
-        "uq_placement_proposal_pending",
-        "placement_proposal",
-        ["source_id", "kind", "target_id", "edge_type"],
-        unique=True,
-        postgresql_where=sa.text("status = 'pending'"),
-        postgresql_nulls_not_distinct=True,
-    )
-    op.create_table(
-        "primer",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("thought_id", sa.UUID(), nullable=False),
-        sa.Column("project_id", sa.UUID(), nullable=False),
-        sa.Column("promoted_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["project_id"], ["project.id"], name=op.f("fk_primer_project_id_project"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["thought_id"], ["thought.id"], name=op.f("fk_primer_thought_id_thought"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_primer")),
-        sa.UniqueConstraint("thought_id", name=op.f("uq_primer_thought_id")),
-    )
-    op.create_table(
-        "thought_hit",
-        sa.Column("thought_id", sa.UUID(), nullable=False),
-        sa.Column("project_id", sa.UUID(), nullable=False),
-        sa.Column("hit_count", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("last_hit_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.CheckConstraint("hit_count >= 0", name=op.f("ck_thought_hit_hit_count_positive")),
-        sa.ForeignKeyConstraint(
-            ["project_id"], ["project.id"], name=op.f("fk_thought_hit_project_id_project"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["thought_id"], ["thought.id"], name=op.f("fk_thought_hit_thought_id_thought"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("thought_id", name=op.f("pk_thought_hit")),
-    )
-    op.create_table(
-        "thought_url_link",
-        sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("thought_id", sa.UUID(), nullable=False),
-        sa.Column("project_id", sa.UUID(), nullable=False),
-        sa.Column("text", sa.Text(), nullable=False),
-        sa.Column("url", sa.Text(), nullable=False),
-        sa.Column("label", sa.Text(), nullable=False),
-        sa.Column("sort_order", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.CheckConstraint("url ~* '^https?://'", name=op.f("ck_thought_url_link_url_is_http")),
-        sa.CheckConstraint("length(btrim(text)) > 0", name=op.f("ck_thought_url_link_text_not_blank")),
-        sa.ForeignKeyConstraint(
-            ["project_id"], ["project.id"], name=op.f("fk_thought_url_link_project_id_project"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["thought_id"], ["thought.id"], name=op.f("fk_thought_url_link_thought_id_thought"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_thought_url_link")),
-    )
-    op.create_index(op.f("ix_thought_url_link_thought_id"), "thought_url_link", ["thought_id"], unique=False)
+    op.create_index(op.f('ix_thought_url_link_thought_id'), 'thought_url_link', ['thought_id'], unique=False)
     op.execute(CLUSTER_EDGE_FUNCTION)
     op.execute(
         "CREATE TRIGGER edge_cluster_source_check BEFORE INSERT OR UPDATE ON edge "
@@ -376,46 +235,35 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute("DROP TRIGGER IF EXISTS edge_cluster_source_check ON edge")
     op.execute("DROP FUNCTION IF EXISTS edge_cluster_source_check()")
-    op.drop_index(op.f("ix_thought_url_link_thought_id"), table_name="thought_url_link")
-    op.drop_table("thought_url_link")
-    op.drop_table("thought_hit")
-    op.drop_table("primer")
-    op.drop_index(
-        "uq_placement_proposal_pending",
-        table_name="placement_proposal",
-        postgresql_where=sa.text("status = 'pending'"),
-        postgresql_nulls_not_distinct=True,
-    )
-    op.drop_index(op.f("ix_placement_proposal_source_id"), table_name="placement_proposal")
-    op.drop_index(op.f("ix_placement_proposal_run_id"), table_name="placement_proposal")
-    op.drop_index("ix_placement_proposal_project_status", table_name="placement_proposal")
-    op.drop_table("placement_proposal")
-    op.drop_index("uq_edge_unordered_pair", table_name="edge")
-    op.drop_index(op.f("ix_edge_target_id"), table_name="edge")
-    op.drop_index(op.f("ix_edge_source_id"), table_name="edge")
-    op.drop_table("edge")
-    op.drop_index("ix_thought_tsv", table_name="thought", postgresql_using="gin")
-    op.drop_index("ix_thought_tags", table_name="thought", postgresql_using="gin")
-    op.drop_index("ix_thought_project_status_created", table_name="thought")
-    op.drop_index("ix_thought_pending_embedding", table_name="thought", postgresql_where=sa.text("embedding IS NULL"))
-    op.drop_index(
-        "ix_thought_embedding_hnsw",
-        table_name="thought",
-        postgresql_using="hnsw",
-        postgresql_with={"m": 16, "ef_construction": 64},
-        postgresql_ops={"embedding": "vector_cosine_ops"},
-    )
-    op.drop_table("thought")
-    op.drop_index("uq_slot_project_name", table_name="slot", postgresql_nulls_not_distinct=True)
-    op.drop_table("slot")
-    op.drop_index("ix_preview_token_expires_at", table_name="preview_token")
-    op.drop_table("preview_token")
-    op.drop_index("ix_audit_event_created_at", table_name="audit_event")
-    op.drop_table("audit_event")
-    op.drop_index(op.f("ix_api_token_user_id"), table_name="api_token")
-    op.drop_table("api_token")
-    op.drop_index("uq_project_single_default", table_name="project", postgresql_where=sa.text("is_default"))
-    op.drop_table("project")
-    op.drop_table("app_user")
+    op.drop_index(op.f('ix_thought_url_link_thought_id'), table_name='thought_url_link')
+    op.drop_table('thought_url_link')
+    op.drop_table('thought_hit')
+    op.drop_table('primer')
+    op.drop_index('uq_placement_proposal_pending', table_name='placement_proposal', postgresql_where=sa.text("status = 'pending'"), postgresql_nulls_not_distinct=True)
+    op.drop_index(op.f('ix_placement_proposal_source_id'), table_name='placement_proposal')
+    op.drop_index(op.f('ix_placement_proposal_run_id'), table_name='placement_proposal')
+    op.drop_index('ix_placement_proposal_project_status', table_name='placement_proposal')
+    op.drop_table('placement_proposal')
+    op.drop_index('uq_edge_unordered_pair', table_name='edge')
+    op.drop_index(op.f('ix_edge_target_id'), table_name='edge')
+    op.drop_index(op.f('ix_edge_source_id'), table_name='edge')
+    op.drop_table('edge')
+    op.drop_index('ix_thought_tsv', table_name='thought', postgresql_using='gin')
+    op.drop_index('ix_thought_tags', table_name='thought', postgresql_using='gin')
+    op.drop_index('ix_thought_project_status_created', table_name='thought')
+    op.drop_index('ix_thought_pending_embedding', table_name='thought', postgresql_where=sa.text('embedding IS NULL'))
+    op.drop_index('ix_thought_embedding_hnsw', table_name='thought', postgresql_using='hnsw', postgresql_with={'m': 16, 'ef_construction': 64}, postgresql_ops={'embedding': 'vector_cosine_ops'})
+    op.drop_table('thought')
+    op.drop_index('uq_slot_project_name', table_name='slot', postgresql_nulls_not_distinct=True)
+    op.drop_table('slot')
+    op.drop_index('ix_preview_token_expires_at', table_name='preview_token')
+    op.drop_table('preview_token')
+    op.drop_index('ix_audit_event_created_at', table_name='audit_event')
+    op.drop_table('audit_event')
+    op.drop_index(op.f('ix_api_token_user_id'), table_name='api_token')
+    op.drop_table('api_token')
+    op.drop_index('uq_project_single_default', table_name='project', postgresql_where=sa.text('is_default'))
+    op.drop_table('project')
+    op.drop_table('app_user')
     for enum_type in ("proposal_status", "edge_type", "thought_status", "user_role"):
         op.execute(f"DROP TYPE IF EXISTS {enum_type}")
