@@ -17,8 +17,7 @@ class ProjectRecord:
     description: str | None
     is_default: bool
     created_at: datetime
-    thought_estimate: int = 0  # live thoughts when the background jobs last counted (vector leg plan choice)
-    thought_estimate_at: datetime | None = None
+    counted_small: bool = False  # recently counted at most EXACT_SCAN_MAX_ROWS thoughts: searched exactly
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ async def expire_housekeeping(db: Database) -> int:
 
 
 # Every project's count and time, so a current estimate stays fresh (the vector leg trusts it for
-# app.db.repositories.search.ESTIMATE_FRESH_FOR); one scan of thought per tick.
+# app.db.repositories.projects.ESTIMATE_FRESH_FOR); one scan of thought per tick.
 _REFRESH_ESTIMATES = text(
     "UPDATE project p SET thought_estimate = coalesce(c.n, 0), thought_estimate_at = now() FROM project q "
     "LEFT JOIN (SELECT project_id, count(*) AS n FROM thought WHERE status <> 'archived' GROUP BY project_id) c "

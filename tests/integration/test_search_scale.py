@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from app.db.models import ThoughtStatus
-from app.db.records import ProjectRecord
-from app.db.repositories.search import ESTIMATE_FRESH_FOR, EXACT_SCAN_MAX_ROWS, SearchRepository, counted_small
+from app.db.repositories.projects import ESTIMATE_FRESH_FOR, EXACT_SCAN_MAX_ROWS, ProjectRepository
+from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.services.jobs import refresh_thought_estimates
 from tests.helpers import ToolCaller
@@ -96,21 +96,34 @@ async def test_a_project_counted_small_is_scanned_exactly_and_any_other_walks_th
     assert max(abs(a - b) for a, b in zip(scores, full, strict=True)) < 2e-3
 
 
-def test_a_project_counts_as_small_only_when_recently_counted_under_the_limit() -> None:
-    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-    fresh = now - ESTIMATE_FRESH_FOR + timedelta(seconds=1)
-    stale = now - ESTIMATE_FRESH_FOR
+async def test_a_project_reads_as_small_only_when_recently_counted_under_the_limit(
+    writer: ToolCaller, reader: ToolCaller
+) -> None:
+    await register(writer, "Garden", "/work/garden")
 
-    def project(count: int, at: datetime | None) -> ProjectRecord:
-        return ProjectRecord(uuid.uuid4(), "p", "/p", None, False, now, thought_estimate=count, thought_estimate_at=at)
+    async def small() -> bool:
+        async with reader.context.db.unit_of_work() as session:
+            project = await ProjectRepository(session).find_for_path("/work/garden")
+        assert project is not None
+        return project.counted_small
 
-    assert counted_small(project(EXACT_SCAN_MAX_ROWS, fresh), now)
-    assert not counted_small(project(EXACT_SCAN_MAX_ROWS + 1, fresh), now)
-    assert not counted_small(project(10, stale), now)  # no replica counted lately: PostgreSQL's plan
-    assert counted_small(project(10, now + timedelta(seconds=2)), now)  # the database's clock a little ahead
-    assert not counted_small(project(10, now + ESTIMATE_FRESH_FOR), now)
-    assert not counted_small(project(0, None), now)  # never counted
-    assert not counted_small(None, now)  # no project scope
+    async def counted(estimate: int, age: timedelta | None) -> bool:
+        at = "NULL" if age is None else "now() - CAST(:age AS interval)"
+        await execute(
+            reader.context,
+            f"UPDATE project SET thought_estimate = :n, thought_estimate_at = {at} WHERE name = 'Garden'",
+            n=estimate,
+            **({} if age is None else {"age": age}),
+        )
+        return await small()
+
+    recent = ESTIMATE_FRESH_FOR - timedelta(seconds=30)
+    assert await counted(EXACT_SCAN_MAX_ROWS, recent)
+    assert not await counted(EXACT_SCAN_MAX_ROWS + 1, recent)
+    assert not await counted(10, ESTIMATE_FRESH_FOR)  # no replica counted lately: PostgreSQL's plan
+    assert not await counted(0, None)  # never counted
+    await refresh_thought_estimates(reader.context.db)
+    assert await small()  # what the refresh stamps is fresh
 
 
 async def test_the_estimate_refresh_counts_live_thoughts_of_every_project_and_stamps_them(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -31,7 +31,7 @@ from sqlalchemy.orm import aliased
 
 from app.db.engine import execute_core
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
-from app.db.records import ProjectRecord, ThoughtRecord
+from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in_param, thought_select
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
@@ -80,25 +80,6 @@ def _words() -> tuple[Any, Any]:
     every = func.plainto_tsquery(cast("english", REGCONFIG), bindparam("words", type_=Text))
     some = cast(func.replace(cast(every, Text), "&", "|"), TSQUERY)
     return select(every).scalar_subquery(), select(some).scalar_subquery()
-
-
-# A project of at most this many live thoughts (`project.thought_estimate`) is searched exactly. A filtered
-# HNSW walk through a small share of the table recalled 0.80 @10 in 30-40 ms for queries whose neighbours lie
-# in other projects, where the exact scan of 3 000 thoughts took 2.5 ms (docs/BENCHMARKS.md, sixth round).
-EXACT_SCAN_MAX_ROWS = 5000
-# The background jobs count every tick (60 s by default). An older count (no replica runs them: `stdio`
-# alone, or jobs disabled) could hide a project that grew: the choice is then PostgreSQL's.
-ESTIMATE_FRESH_FOR = timedelta(minutes=5)
-
-
-def counted_small(project: ProjectRecord | None, now: datetime) -> bool:
-    """Whether a search scoped to `project` scans it exactly: counted at most EXACT_SCAN_MAX_ROWS, recently."""
-    if project is None or project.thought_estimate_at is None:
-        return False
-    # abs(): the count is stamped by the database's clock, `now` is this host's; a skew either way only ages it.
-    return (
-        project.thought_estimate <= EXACT_SCAN_MAX_ROWS and abs(now - project.thought_estimate_at) < ESTIMATE_FRESH_FOR
-    )
 
 
 @lru_cache(maxsize=128)

@@ -106,7 +106,7 @@ class ThoughtFilter:
     tag: str | None = None
     is_cluster: bool | None = None
     min_importance: float | None = None
-    # The project was recently counted small: the vector leg scans it exactly (app.db.repositories.search).
+    # The project was recently counted small (ProjectRecord.counted_small): the vector leg scans it exactly.
     small_project: bool = False
 
     @property

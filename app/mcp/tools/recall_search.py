@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.search import SearchRepository, counted_small
+from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, status_filter
 from app.db.repositories.url_links import UrlLinkRepository
 from app.errors import bad_request, not_found
@@ -83,14 +82,20 @@ async def _links(session: AsyncSession, args: ReadArgs, ids: list[Any]) -> dict[
     return await UrlLinkRepository(session).for_thoughts(ids) if args.include_url_links else None
 
 
-def _filter(args: SearchArgs | ClustersArgs, scope: ReadScope, is_cluster: bool | None) -> ThoughtFilter:
+def _scoped(scope: ReadScope, status: str, **filters: Any) -> ThoughtFilter:
+    """The read filter of a scope: its project, and whether that project is small enough to scan exactly."""
+    project = scope.project
     return ThoughtFilter(
-        project_id=scope.project.id if scope.project else None,
-        statuses=status_filter(args.status),
-        tag=args.tag,
-        is_cluster=is_cluster,
-        min_importance=getattr(args, "min_importance", None),
-        small_project=counted_small(scope.project, datetime.now(UTC)),
+        project_id=project.id if project else None,
+        statuses=status_filter(status),
+        small_project=project.counted_small if project else False,
+        **filters,
+    )
+
+
+def _filter(args: SearchArgs | ClustersArgs, scope: ReadScope, is_cluster: bool | None) -> ThoughtFilter:
+    return _scoped(
+        scope, args.status, tag=args.tag, is_cluster=is_cluster, min_importance=getattr(args, "min_importance", None)
     )
 
 
@@ -210,10 +215,7 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
                 thought = found
             else:
                 scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-                small = counted_small(scope.project, datetime.now(UTC))
-                where = ThoughtFilter(
-                    scope.project.id if scope.project else None, status_filter("active"), small_project=small
-                )
+                where = _scoped(scope, "active")
                 gate = args.min_relevance if args.min_relevance is not None else 0.0
                 query = SearchQuery(args.query or "", where, 1, min_relevance=gate, vector=vector)
                 outcome = await search_service(session, ctx, count_hits=False).search(query)
