@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from alembic import context
 from app.db.models import Base
+from app.db.project_indexes import include_in_migrations
 
 config = context.config
 target_metadata = Base.metadata
@@ -21,13 +22,19 @@ def run_migrations_offline() -> None:
         target_metadata=target_metadata,
         literal_binds=True,
         compare_type=True,
+        include_object=include_in_migrations,
     )
     with context.begin_transaction():
         context.run_migrations()
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        compare_type=True,
+        include_object=include_in_migrations,
+    )
     with context.begin_transaction():
         context.run_migrations()
 

@@ -17,8 +17,10 @@ Dataset: `bench.dataset` (N realistic thoughts over 5 projects, 50/25/15/7/3 %),
    timed with SQLAlchemy cursor events), the whole tool through `app.mcp.registry.dispatch`, and the
    HTTP call: protocol = HTTP − dispatch.
 3. **HNSW recall@10** of the vector leg against exact search (the same statement with index and
-   bitmap scans off) for `--recall-queries` queries, without and with the 3 % project's filter, for
-   the shipped `SearchRepository.vector_leg` and for a sweep of hnsw.ef_search values (latency too).
+   bitmap scans off) for `--recall-queries` queries, without and with the 3 % project's filter on the
+   shared index, for the shipped `SearchRepository.vector_leg` and for a sweep of hnsw.ef_search values
+   (latency too); then scoped to each project as the shipped leg reads it (exact scan, the project's
+   own index built as the jobs would, or the shared index).
 4. **Filtered full pages**: how many searches scoped to the 3 % project (and to that project plus a
    tag) return a full page of `limit` rows (min_relevance 0 so the relevance gate does not cut).
 
@@ -54,7 +56,7 @@ from app.db.engine import Database, build_engine
 from app.db.models import Role, Thought, ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchFilter, SearchRepository, hnsw_ef_search
-from app.db.repositories.thoughts import id_in
+from app.db.repositories.thoughts import VectorScan, id_in
 from app.db.vector import index_distance, register_vector_codec
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
@@ -63,7 +65,7 @@ from app.mcp.registry import CallContext
 from app.mcp.tools.recall_search import search_service
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
-from app.services.jobs import refresh_thought_estimates
+from app.services.jobs import reconcile_project_indexes, refresh_thought_estimates
 from app.services.scope import resolve_read_scope
 from app.services.search import SearchQuery, pool_size
 from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
@@ -490,9 +492,10 @@ async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
     db = Database(build_engine(dataset.url, pool_size=4))
     clock = StatementClock()
     clock.attach(db)
-    # The server below runs without its background jobs (no decay during a run); count the projects as they
-    # would, so the vector leg chooses its plan as in a deployment that runs them.
+    # The server below runs without its background jobs (no decay during a run); count the projects and build
+    # their vector indexes as the jobs would, so the vector leg chooses its plan as in a deployment that runs them.
     await refresh_thought_estimates(db)
+    await reconcile_project_indexes(db)
     async with db.unit_of_work() as session:
         token, _ = await AuthService(session).create_token(f"bench-search-{uuid.uuid4().hex[:6]}", Role.reader)
         projects = {
@@ -636,19 +639,30 @@ async def breakdown_section(setup: Setup, mcp_url: str) -> dict[str, Any]:
 
 
 async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
+    """Without a filter and for the 3 % project walking the shared index: the shipped leg, its plans and an
+    ef_search sweep. Then every project as the shipped leg reads it (VectorScan.of: exact scan, own index or
+    the shared walk)."""
     pool = pool_size(LIMIT)
     small_id = setup.projects[PROJECTS[SMALL].name]
-    filters = {
-        "all projects": SearchFilter(None, (ThoughtStatus.active,), None, None, None),
-        f"project {PROJECTS[SMALL].name} (3 %)": SearchFilter(small_id, (ThoughtStatus.active,), None, None, None),
+    sweep = [(None, "auto"), (None, "custom"), (None, "generic"), (None, "hnsw")] + [(ef, "hnsw") for ef in efs]
+    filters: dict[str, tuple[SearchFilter, list[tuple[int | None, str]]]] = {
+        "all projects": (SearchFilter(None, (ThoughtStatus.active,)), sweep),
+        f"project {PROJECTS[SMALL].name} shared": (SearchFilter(small_id, (ThoughtStatus.active,)), sweep),
     }
+    async with setup.db.unit_of_work() as session:
+        for seed in PROJECTS:
+            project = await ProjectRepository(session).get(setup.projects[seed.name])
+            assert project is not None
+            scan = VectorScan.of(project)
+            where = SearchFilter(project.id, (ThoughtStatus.active,), vector_scan=scan)
+            filters[f"{seed.name} {seed.share:.0%} {scan.value}"] = (where, [(None, "auto")])
     vectors: list[Vector] = []
     for query in setup.recall_queries:
         vector = await setup.runtime.embed_query(query.text)
         assert vector is not None
         vectors.append(vector)
     out: dict[str, Any] = {"pool": pool, "shipped_ef_search": hnsw_ef_search(pool), "filters": {}}
-    for label, where in filters.items():
+    for label, (where, variants) in filters.items():
         truths = []
         exact_times = []
         for vector in vectors:
@@ -656,8 +670,6 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
                 started = time.perf_counter()
                 truths.append(await exact(session, vector, where, pool))
                 exact_times.append(time.perf_counter() - started)
-        variants: list[tuple[int | None, str]] = [(None, "auto"), (None, "custom"), (None, "generic"), (None, "hnsw")]
-        variants += [(ef, "hnsw") for ef in efs]
         rows = []
         for ef, plan in variants:
             r10, r100, times, returned = [], [], [], []
@@ -680,12 +692,14 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
             }
             rows.append(row)
             print(
-                f"  recall {label:<22} ef {row['ef_search']!s:>7} {plan:<7}: R@10 {row['recall_at_10']:.4f} "
+                f"  recall {label:<26} ef {row['ef_search']!s:>7} {plan:<7}: R@10 {row['recall_at_10']:.4f} "
                 f"(min {row['min_recall_at_10']:.1f})  R@{pool} {row[f'recall_at_{pool}']:.4f}  "
                 f"p50 {row['ms']['p50']:5.2f} ms  p95 {row['ms']['p95']:5.2f} ms",
                 flush=True,
             )
-        plans = {mode: await explain(setup.db, vectors[0], where, pool, mode) for mode in ("custom", "generic")}
+        plans = {}
+        if len(variants) > 1:
+            plans = {mode: await explain(setup.db, vectors[0], where, pool, mode) for mode in ("custom", "generic")}
         out["filters"][label] = {
             "queries": len(vectors),
             "exact_ms": summary_ms(exact_times),

@@ -22,6 +22,7 @@ BACKFILL_LOCK_KEY = 7_301_001
 DECAY_LOCK_KEY = 7_301_002
 EXPIRY_LOCK_KEY = 7_301_003
 ESTIMATE_LOCK_KEY = 7_301_004
+PROJECT_INDEX_LOCK_KEY = 7_301_005
 USER_CREATION_LOCK_KEY = 7_302_001  # replicas starting together bootstrap one admin
 AUTO_CLUSTER_LOCK_KEY = 7_302_002  # auto_cluster confirms run one at a time
 

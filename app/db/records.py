@@ -18,6 +18,7 @@ class ProjectRecord:
     is_default: bool
     created_at: datetime
     counted_small: bool = False  # recently counted at most EXACT_SCAN_MAX_ROWS thoughts: searched exactly
+    has_project_index: bool = False  # a valid HNSW index of its own (app.db.project_indexes)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Background jobs beside the requests: importance decay, proposal expiry, preview-token purge.
+"""Background jobs beside the requests: importance decay, proposal expiry, preview-token purge, the project
+counts and per-project vector indexes the search plans by.
 
 Each job runs under a transaction-scoped advisory lock, so with several replicas exactly one runs it;
 the decay records its run as an audit event, which is how every replica knows it already ran today.
@@ -8,15 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from app.db import project_indexes
 from app.db.engine import Database, is_unavailable
-from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY
+from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY, PROJECT_INDEX_LOCK_KEY
+from app.db.repositories.projects import EXACT_SCAN_MAX_ROWS
 from app.ids import new_id
 from app.services.proposals import expire_due_proposals
 
@@ -127,6 +132,71 @@ async def refresh_thought_estimates(db: Database) -> int:
         return int(getattr(result, "rowcount", 0) or 0)
 
 
+@dataclass(frozen=True)
+class ProjectIndexLimits:
+    """Which projects get their own HNSW index (app.db.project_indexes), by their last count.
+
+    Built above `min_rows` live thoughts (smaller projects are scanned exactly) and up to `max_share` of all
+    live thoughts (a filter that passes most of the shared graph walks it well); kept until the project falls
+    to `keep_min_rows` or grows past `keep_max_share`, so a project near a limit is not rebuilt every tick.
+    """
+
+    min_rows: int = EXACT_SCAN_MAX_ROWS
+    max_share: float = 0.4
+    keep_min_rows: int = EXACT_SCAN_MAX_ROWS // 2
+    keep_max_share: float = 0.6
+
+
+@dataclass
+class IndexChanges:
+    created: list[uuid.UUID] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+
+
+BUILD_TIMEOUT_SECONDS = 3600.0  # a build reads the whole project; pooled connections time out after 60 s
+_INDEX_CANDIDATES = text(
+    "WITH total AS (SELECT greatest(sum(thought_estimate), 1) AS n FROM project) "
+    "SELECT p.id, "
+    "p.thought_estimate > :min_rows AND p.thought_estimate <= CAST(:max_share AS float8) * total.n AS wanted, "
+    "p.thought_estimate > :keep_min_rows AND p.thought_estimate <= CAST(:keep_max_share AS float8) * total.n AS kept "
+    "FROM project p, total"
+)
+
+
+async def reconcile_project_indexes(db: Database, limits: ProjectIndexLimits | None = None) -> IndexChanges | None:
+    """Build the indexes projects now qualify for; drop those of projects gone, shrunk or grown past the limits,
+    and any a cut-short build left invalid. Reads `project.thought_estimate`, so it runs after the refresh.
+    None when another replica holds the job."""
+    async with db.engine.connect() as connection:
+        await connection.execution_options(isolation_level="AUTOCOMMIT")  # CONCURRENTLY runs outside a transaction
+        driver: Any = (await connection.get_raw_connection()).driver_connection  # for a per-statement timeout
+        if not await driver.fetchval("SELECT pg_try_advisory_lock($1)", PROJECT_INDEX_LOCK_KEY):
+            return None
+        try:
+            return await _reconcile(connection, driver, limits or ProjectIndexLimits())
+        finally:
+            await driver.execute(f"SELECT pg_advisory_unlock({PROJECT_INDEX_LOCK_KEY})")
+
+
+async def _reconcile(connection: AsyncConnection, driver: Any, limits: ProjectIndexLimits) -> IndexChanges:
+    projects = (await connection.execute(_INDEX_CANDIDATES, asdict(limits))).all()
+    existing = {row.name: row.valid for row in await connection.execute(project_indexes.EXISTING_INDEXES)}
+    kept = {project_indexes.project_index_name(row.id) for row in projects if row.kept}
+    changes = IndexChanges()
+    for name, valid in sorted(existing.items()):
+        if not valid or name not in kept:
+            await driver.execute(project_indexes.drop_statement(name), timeout=BUILD_TIMEOUT_SECONDS)
+            changes.dropped.append(name)
+            logger.info("dropped the project vector index %s", name)
+    for row in projects:
+        if row.wanted and not existing.get(project_indexes.project_index_name(row.id)):
+            started = time.monotonic()
+            await driver.execute(project_indexes.create_statement(row.id), timeout=BUILD_TIMEOUT_SECONDS)
+            changes.created.append(row.id)
+            logger.info("built the vector index of project %s in %.1f s", row.id, time.monotonic() - started)
+    return changes
+
+
 async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
     """Runs until cancelled; a failing job is logged and tried again on the next tick."""
     while True:
@@ -135,6 +205,7 @@ async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
             if decayed:
                 logger.info("importance decay applied to %d thought(s)", decayed)
             await refresh_thought_estimates(db)
+            await reconcile_project_indexes(db)
             expired = await expire_housekeeping(db)
             if expired:
                 logger.info("%d pending proposal(s) expired", expired)

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from app.db.models import ThoughtStatus
 from app.db.repositories.projects import ESTIMATE_FRESH_FOR, EXACT_SCAN_MAX_ROWS, ProjectRepository
 from app.db.repositories.search import SearchRepository
-from app.db.repositories.thoughts import ThoughtFilter
+from app.db.repositories.thoughts import ThoughtFilter, VectorScan
 from app.services.jobs import refresh_thought_estimates
 from tests.helpers import ToolCaller
 from tests.integration.search_support import PROFILE, archive, bulk, execute, ids_of, register, rows, search
@@ -79,7 +79,8 @@ async def test_a_project_counted_small_is_scanned_exactly_and_any_other_walks_th
     assert vector is not None
 
     async def leg_and_full_precision(small: bool) -> tuple[list[float], list[float]]:
-        where = ThoughtFilter(uuid.UUID(project["id"]), (ThoughtStatus.active,), small_project=small)
+        scan = VectorScan.EXACT if small else VectorScan.SHARED_INDEX
+        where = ThoughtFilter(uuid.UUID(project["id"]), (ThoughtStatus.active,), vector_scan=scan)
         async with reader.context.db.unit_of_work() as session:
             leg = await SearchRepository(session).vector_leg(vector, PROFILE.model_id, where, 100)
             full = await session.execute(

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import execute_core
 from app.db.models import Project, Thought
+from app.db.project_indexes import has_project_index
 from app.db.records import ProjectRecord
 from app.ids import new_id
 
@@ -42,6 +43,7 @@ _COLUMNS = (
     Project.is_default,
     Project.created_at,
     _COUNTED_SMALL,
+    has_project_index(Project.id).label("has_project_index"),
 )
 
 # Every read call resolves its cwd: built once, one text[] parameter for the path and its ancestors.

@@ -32,7 +32,7 @@ from sqlalchemy.orm import aliased
 from app.db.engine import execute_core
 from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import FilterShape, ThoughtFilter, id_in_param, thought_select
+from app.db.repositories.thoughts import FilterShape, ThoughtFilter, VectorScan, id_in_param, thought_select
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
 # A very common word can match most of a project, so the leg ranks at most this many matching rows. Measured at
@@ -83,15 +83,28 @@ def _words() -> tuple[Any, Any]:
 
 
 @lru_cache(maxsize=128)
-def _vector_leg_statement(shape: FilterShape, exact: bool) -> Select[*tuple[Any, ...]]:
-    """Nearest first: through the HNSW index with the filter inside the walk, or (`exact`) by the
-    full-precision distance, which no index serves, so a small project's rows are read through its btree and
-    sorted, none converted to half precision."""
+def _vector_leg_statement(
+    shape: FilterShape, scan: VectorScan, project_id: uuid.UUID | None
+) -> Select[*tuple[Any, ...]]:
+    """Nearest first, as `scan` says:
+    - SHARED_INDEX: through the HNSW index of every thought, the filter inside the walk;
+    - EXACT: by the full-precision distance, which no index serves, so a small project's rows are read through
+      its btree and sorted, none converted to half precision;
+    - PROJECT_INDEX: through the project's own HNSW index. The project is written into the statement (a uuid,
+      `project_id`): only then can PostgreSQL match the index's predicate, in a generic plan too.
+    """
     vector = vector_param("vector")
+    exact = scan is VectorScan.EXACT
     distance = Thought.embedding.cosine_distance(vector) if exact else index_distance(Thought.embedding, vector)
+    clauses = shape.clauses()
+    if scan is VectorScan.PROJECT_INDEX and project_id is not None:
+        clauses = [
+            Thought.project_id == literal_column(f"'{project_id}'::uuid"),
+            *shape._replace(project=False).clauses(),
+        ]
     return (
         select(Thought.id, distance.label("distance"), Thought.created_at)
-        .where(Thought.embedding_model == bindparam("model"), *shape.clauses())
+        .where(Thought.embedding_model == bindparam("model"), *clauses)
         .order_by(distance)
         .limit(bindparam("pool", type_=Integer))
     )
@@ -226,8 +239,8 @@ class SearchRepository:
         return await execute_core(self.session, statement, parameters)
 
     async def vector_leg(self, vector: Sequence[float], model_id: str, where: SearchFilter, pool: int) -> list[LegRow]:
-        """Nearest first by cosine distance; filters run inside the HNSW scan (the session's iterative scan), or
-        an exact scan for a project counted small (`where.small_project`).
+        """Nearest first by cosine distance; filters run inside the HNSW scan (the session's iterative scan),
+        through the shared index or the project's own, or an exact scan of a small project (`where.vector_scan`).
 
         The connection's session settings (app.db.vector.configure_vector_session) cover the default pool;
         a larger pool widens ef_search for this transaction only.
@@ -235,8 +248,12 @@ class SearchRepository:
         ef_search = hnsw_ef_search(pool)
         if ef_search != HNSW_EF_SEARCH:
             await self._execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
+        scan = where.vector_scan
+        project_id = where.project_id if scan is VectorScan.PROJECT_INDEX else None  # a statement per project
         parameters = {"vector": vector, "model": model_id, "pool": pool, **where.parameters()}
-        result = await self._execute(_vector_leg_statement(where.shape, where.small_project), parameters)
+        if project_id is not None:
+            parameters.pop("filter_project")
+        result = await self._execute(_vector_leg_statement(where.shape, scan, project_id), parameters)
         rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result]
         return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
 

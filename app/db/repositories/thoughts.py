@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.locks import RowLock, row_locked
 from app.db.models import Project, Thought, ThoughtStatus
-from app.db.records import ThoughtRecord
+from app.db.records import ProjectRecord, ThoughtRecord
 
 THOUGHT_COLUMNS = (
     Thought.id,
@@ -99,6 +100,22 @@ class FilterShape(NamedTuple):
         return clauses
 
 
+class VectorScan(enum.Enum):
+    """How the vector leg reads a scope (app.db.repositories.search)."""
+
+    SHARED_INDEX = "shared_index"  # the HNSW index of every thought, the filter inside the walk
+    EXACT = "exact"  # a project counted small: its rows sorted by full-precision distance
+    PROJECT_INDEX = "project_index"  # the project's own HNSW index (app.db.project_indexes)
+
+    @classmethod
+    def of(cls, project: ProjectRecord | None) -> VectorScan:
+        if project is None:
+            return cls.SHARED_INDEX
+        if project.counted_small:
+            return cls.EXACT
+        return cls.PROJECT_INDEX if project.has_project_index else cls.SHARED_INDEX
+
+
 @dataclass(frozen=True)
 class ThoughtFilter:
     project_id: uuid.UUID | None = None
@@ -106,8 +123,7 @@ class ThoughtFilter:
     tag: str | None = None
     is_cluster: bool | None = None
     min_importance: float | None = None
-    # The project was recently counted small (ProjectRecord.counted_small): the vector leg scans it exactly.
-    small_project: bool = False
+    vector_scan: VectorScan = VectorScan.SHARED_INDEX  # VectorScan.of(the project)
 
     @property
     def shape(self) -> FilterShape:

@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchRepository
-from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, status_filter
+from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, VectorScan, status_filter
 from app.db.repositories.url_links import UrlLinkRepository
 from app.errors import bad_request, not_found
 from app.mcp.envelope import Meta, collection, single
@@ -83,12 +83,12 @@ async def _links(session: AsyncSession, args: ReadArgs, ids: list[Any]) -> dict[
 
 
 def _scoped(scope: ReadScope, status: str, **filters: Any) -> ThoughtFilter:
-    """The read filter of a scope: its project, and whether that project is small enough to scan exactly."""
+    """The read filter of a scope: its project, and how the vector leg reads that project."""
     project = scope.project
     return ThoughtFilter(
         project_id=project.id if project else None,
         statuses=status_filter(status),
-        small_project=project.counted_small if project else False,
+        vector_scan=VectorScan.of(project),
         **filters,
     )
 

@@ -1,0 +1,181 @@
+"""Per-project HNSW indexes: the jobs build and drop them by the projects' counts, searches walk them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from app.db import project_indexes
+from app.db.locks import PROJECT_INDEX_LOCK_KEY
+from app.db.models import ThoughtStatus
+from app.db.repositories.projects import ProjectRepository
+from app.db.repositories.search import SearchRepository
+from app.db.repositories.thoughts import ThoughtFilter, VectorScan
+from app.services.context import AppContext
+from app.services.jobs import IndexChanges, ProjectIndexLimits, reconcile_project_indexes, refresh_thought_estimates
+from tests.helpers import ToolCaller
+from tests.integration.search_support import PROFILE, bulk, execute, ids_of, register, rows, search
+
+# Scaled down: built above 10 live thoughts and up to 40 % of them; kept down to 5 and up to 60 %.
+LIMITS = ProjectIndexLimits(min_rows=10, max_share=0.4, keep_min_rows=5, keep_max_share=0.6)
+QUERY = "garden bed watered"
+
+
+@pytest.fixture
+async def projects(writer: ToolCaller, reader: ToolCaller) -> AsyncIterator[dict[str, uuid.UUID]]:
+    """Billing 40 thoughts (61 %), Garden 20 (30 %), Tiny 6 (9 %), counted; the indexes dropped afterwards."""
+    ids = {}
+    for name, size in (("Billing", 40), ("Garden", 20), ("Tiny", 6)):
+        ids[name] = uuid.UUID((await register(writer, name, f"/work/{name.lower()}"))["id"])
+        contents = [f"{name.lower()} bed {n} watered on day {n % 7}" for n in range(size)]
+        await bulk(writer, contents, cwd=f"/work/{name.lower()}")
+    await refresh_thought_estimates(reader.context.db)
+    yield ids
+    for row in await _indexes(reader.context):
+        await execute(reader.context, f'DROP INDEX "{row[0]}"')
+
+
+async def _indexes(context: AppContext) -> list[Any]:
+    return list(
+        await rows(
+            context,
+            "SELECT c.relname, i.indisvalid, pg_get_indexdef(c.oid), c.reloptions FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid WHERE starts_with(c.relname, :prefix) ORDER BY 1",
+            prefix=project_indexes.PREFIX,
+        )
+    )
+
+
+async def _has_index(context: AppContext, path: str) -> bool:
+    async with context.db.unit_of_work() as session:
+        project = await ProjectRepository(session).find_for_path(path)
+    assert project is not None
+    return project.has_project_index
+
+
+async def _estimate(context: AppContext, name: str, estimate: int) -> None:
+    await execute(context, "UPDATE project SET thought_estimate = :n WHERE name = :name", n=estimate, name=name)
+
+
+async def test_a_mid_size_project_gets_an_index_of_its_rows_built_like_the_shared_one(
+    reader: ToolCaller, projects: dict[str, uuid.UUID]
+) -> None:
+    changes = await reconcile_project_indexes(reader.context.db, LIMITS)
+    assert changes is not None
+    assert changes.created == [projects["Garden"]] and changes.dropped == []  # Billing is too big a share, Tiny small
+    ((name, valid, definition, options),) = await _indexes(reader.context)
+    assert name == "ix_thought_hnsw_project_" + projects["Garden"].hex and valid
+    assert definition.endswith(
+        "USING hnsw (((embedding)::halfvec(384)) halfvec_cosine_ops) WITH (m='12', ef_construction='128') "
+        f"WHERE (project_id = '{projects['Garden']}'::uuid)"
+    )
+    shared = await rows(reader.context, "SELECT reloptions FROM pg_class WHERE relname = 'ix_thought_embedding_hnsw'")
+    assert options == shared[0][0] == ["m=12", "ef_construction=128"]
+    assert await _has_index(reader.context, "/work/garden")
+    assert not await _has_index(reader.context, "/work/billing")
+
+    again = await reconcile_project_indexes(reader.context.db, LIMITS)
+    assert again is not None and again.created == again.dropped == []
+
+
+async def test_an_index_is_kept_near_the_limits_and_dropped_past_the_keep_limits(
+    reader: ToolCaller, projects: dict[str, uuid.UUID]
+) -> None:
+    await reconcile_project_indexes(reader.context.db, LIMITS)
+    name = project_indexes.project_index_name(projects["Garden"])
+    await _estimate(reader.context, "Garden", 8)  # under min_rows, over keep_min_rows
+    assert await reconcile_project_indexes(reader.context.db, LIMITS) == IndexChanges()
+    await _estimate(reader.context, "Garden", 5)  # down to keep_min_rows
+    assert await reconcile_project_indexes(reader.context.db, LIMITS) == IndexChanges(dropped=[name])
+    assert not await _has_index(reader.context, "/work/garden")
+
+    await _estimate(reader.context, "Garden", 20)
+    await reconcile_project_indexes(reader.context.db, LIMITS)
+    await _estimate(reader.context, "Garden", 80)  # 80 of 126: 63 %, past keep_max_share; Billing now 32 %
+    expected = IndexChanges(created=[projects["Billing"]], dropped=[name])
+    assert await reconcile_project_indexes(reader.context.db, LIMITS) == expected
+
+
+async def test_an_invalid_index_is_rebuilt_and_one_of_a_project_gone_is_dropped(
+    reader: ToolCaller, projects: dict[str, uuid.UUID]
+) -> None:
+    garden = project_indexes.project_index_name(projects["Garden"])
+    # A CREATE INDEX CONCURRENTLY that fails leaves its index behind, invalid: as a build cut short by a restart.
+    async with reader.context.db.engine.connect() as connection:
+        await connection.execution_options(isolation_level="AUTOCOMMIT")
+        with pytest.raises(Exception, match="could not create unique index"):
+            await connection.exec_driver_sql(f"CREATE UNIQUE INDEX CONCURRENTLY {garden} ON thought (project_id)")
+    gone = uuid.uuid4()
+    await execute(reader.context, project_indexes.create_statement(gone).replace(" CONCURRENTLY", ""))
+    assert [(row[0], row[1]) for row in await _indexes(reader.context)] == sorted(
+        [(garden, False), (project_indexes.project_index_name(gone), True)]
+    )
+    assert not await _has_index(reader.context, "/work/garden")  # an invalid index is never searched
+
+    changes = await reconcile_project_indexes(reader.context.db, LIMITS)
+    assert changes == IndexChanges(
+        created=[projects["Garden"]], dropped=sorted([garden, project_indexes.project_index_name(gone)])
+    )
+    assert [(row[0], row[1]) for row in await _indexes(reader.context)] == [(garden, True)]
+    assert await _has_index(reader.context, "/work/garden")
+
+
+async def test_the_job_runs_on_one_replica_at_a_time(reader: ToolCaller, projects: dict[str, uuid.UUID]) -> None:
+    async with reader.context.db.engine.connect() as other:
+        await other.execute(text("SELECT pg_advisory_lock(:key)"), {"key": PROJECT_INDEX_LOCK_KEY})
+        assert await reconcile_project_indexes(reader.context.db, LIMITS) is None
+        await other.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PROJECT_INDEX_LOCK_KEY})
+    assert await _indexes(reader.context) == []
+    assert await reconcile_project_indexes(reader.context.db, LIMITS) is not None
+
+
+async def test_a_search_of_a_project_with_an_index_walks_it_even_in_a_generic_plan(
+    reader: ToolCaller, projects: dict[str, uuid.UUID]
+) -> None:
+    await reconcile_project_indexes(reader.context.db, LIMITS)
+    vector = await reader.context.embedding.embed_query(QUERY)
+    assert vector is not None
+    index = project_indexes.project_index_name(projects["Garden"])
+
+    async def scans_of_the_project_index(scan: VectorScan) -> tuple[int, list[uuid.UUID]]:
+        """Scans of the project's index by one vector leg planned generically (as a prepared statement that
+        ran 5 times may be), the HNSW walk forced (these few rows would be sorted otherwise)."""
+        where = ThoughtFilter(projects["Garden"], (ThoughtStatus.active,), vector_scan=scan)
+        async with reader.context.db.unit_of_work() as session:
+            await session.execute(text("SET LOCAL plan_cache_mode = force_generic_plan"))
+            await session.execute(text("SET LOCAL enable_sort = off"))
+            leg = await SearchRepository(session).vector_leg(vector, PROFILE.model_id, where, 100)
+            scans = await session.execute(text("SELECT pg_stat_get_xact_numscans(to_regclass(:i))"), {"i": index})
+        return int(scans.scalar_one()), [row.id for row in leg]
+
+    walked, own = await scans_of_the_project_index(VectorScan.PROJECT_INDEX)
+    assert walked == 1 and len(own) == 20
+    walked, shared = await scans_of_the_project_index(VectorScan.SHARED_INDEX)  # the project is a parameter
+    assert walked == 0 and shared == own
+
+
+async def test_the_search_tool_reads_a_project_through_its_index_unless_it_is_counted_small(
+    reader: ToolCaller, projects: dict[str, uuid.UUID], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await reconcile_project_indexes(reader.context.db, LIMITS)
+    scans: list[VectorScan] = []
+    original = SearchRepository.vector_leg
+
+    async def spied(self: SearchRepository, vector: Any, model: str, where: ThoughtFilter, pool: int) -> Any:
+        scans.append(where.vector_scan)
+        return await original(self, vector, model, where, pool)
+
+    monkeypatch.setattr(SearchRepository, "vector_leg", spied)
+    arguments: dict[str, Any] = {"hybrid": False, "min_relevance": 0, "limit": 10}
+    await search(reader, QUERY, cwd="/work/garden", **arguments)  # 20 thoughts counted just now: exact wins
+    await execute(reader.context, "UPDATE project SET thought_estimate_at = NULL")  # no recent count
+    answer = await search(reader, QUERY, cwd="/work/garden", **arguments)
+    await search(reader, QUERY, cwd="/work/billing", **arguments)
+    await search(reader, QUERY, **arguments)
+    assert scans == [VectorScan.EXACT, VectorScan.PROJECT_INDEX, VectorScan.SHARED_INDEX, VectorScan.SHARED_INDEX]
+    garden = await rows(reader.context, "SELECT id FROM thought WHERE project_id = :p", p=projects["Garden"])
+    assert len(answer.items) == 10 and set(ids_of(answer)) <= {str(row[0]) for row in garden}
