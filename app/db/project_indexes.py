@@ -1,9 +1,10 @@
-"""Per-project HNSW indexes: a partial copy of `ix_thought_embedding_hnsw` for each mid-size project.
+"""Per-project HNSW indexes: `ix_thought_embedding_hnsw`'s expression over one project's rows, for each project
+too big to scan exactly and not most of the memory.
 
 A project-scoped search walks the shared graph with the project as a filter. For a project of 7-25 % of the
 thoughts and a query whose neighbours lie in other projects, that walk recalled 0.82 @10 in 13-31 ms at 100 k
-thoughts; a graph of the project's rows alone recalled 0.95 in 2-3 ms (docs/BENCHMARKS.md). The price is a
-second graph insert for every thought of such a project.
+thoughts; a graph of the project's rows alone recalls 0.98 in ~2 ms (docs/BENCHMARKS.md, seventh round). The
+price is a second graph insert for every thought of such a project.
 
 The background jobs decide which projects get one and build or drop it CONCURRENTLY, so writes go on meanwhile
 (app.services.jobs.reconcile_project_indexes). No migration knows them, so Alembic skips them
@@ -19,7 +20,6 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Text, cast, column, exists, func, select, table, text
 
-from app.db.models import Base
 from app.db.vector import EMBEDDING_DIM
 
 PREFIX = "ix_thought_hnsw_project_"  # + the project id's 32 hex digits: 56 characters, under the 63 allowed
@@ -48,21 +48,20 @@ def has_project_index(project_id: Any) -> ColumnElement[bool]:
     )
 
 
-def _graph_parameters() -> str:
-    """The shared index's storage parameters (m, ef_construction), so both graphs are built alike."""
-    index = next(
-        index for index in Base.metadata.tables["thought"].indexes if index.name == "ix_thought_embedding_hnsw"
-    )
-    options = index.dialect_options["postgresql"]["with"]
-    return ", ".join(f"{key} = {int(value)}" for key, value in options.items())
+# The shared graph's m with twice its ef_construction. A project's graph is walked for queries whose neighbours
+# lie in other projects too: at 100 k thoughts, the 25 % project's recall@10 for such queries at ef_search 200 was
+# 0.92-0.96 over four builds with ef_construction 128 and 0.975-0.988 over three with 256 (0.99 needed ef_search
+# 400 with 128: +1 ms per search). The price is ~0.5 ms more per insert (docs/BENCHMARKS.md, seventh round).
+GRAPH_PARAMETERS = {"m": 12, "ef_construction": 256}
 
 
 def create_statement(project_id: uuid.UUID) -> str:
-    """The DDL of a project's index: the shared index's expression and graph, its rows only. The project is a
+    """The DDL of a project's index: the shared index's expression over the project's rows. The project is a
     literal (a uuid's text, nothing from a caller), as a partial index's predicate must be."""
+    graph = ", ".join(f"{key} = {value}" for key, value in GRAPH_PARAMETERS.items())
     return (
         f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {project_index_name(project_id)} ON thought USING hnsw "
-        f"((embedding::halfvec({EMBEDDING_DIM})) halfvec_cosine_ops) WITH ({_graph_parameters()}) "
+        f"((embedding::halfvec({EMBEDDING_DIM})) halfvec_cosine_ops) WITH ({graph}) "
         f"WHERE project_id = '{project_id}'::uuid"
     )
 

@@ -142,9 +142,9 @@ class ProjectIndexLimits:
     """
 
     min_rows: int = EXACT_SCAN_MAX_ROWS
-    max_share: float = 0.4
+    max_share: float = 0.6
     keep_min_rows: int = EXACT_SCAN_MAX_ROWS // 2
-    keep_max_share: float = 0.6
+    keep_max_share: float = 0.75
 
 
 @dataclass
@@ -154,6 +154,8 @@ class IndexChanges:
 
 
 BUILD_TIMEOUT_SECONDS = 3600.0  # a build reads the whole project; pooled connections time out after 60 s
+# As migrations 0002/0005 build the shared graph: one spilled past maintenance_work_mem recalls less.
+BUILD_MAINTENANCE_WORK_MEM = "512MB"
 _INDEX_CANDIDATES = text(
     "WITH total AS (SELECT greatest(sum(thought_estimate), 1) AS n FROM project) "
     "SELECT p.id, "
@@ -188,12 +190,19 @@ async def _reconcile(connection: AsyncConnection, driver: Any, limits: ProjectIn
             await driver.execute(project_indexes.drop_statement(name), timeout=BUILD_TIMEOUT_SECONDS)
             changes.dropped.append(name)
             logger.info("dropped the project vector index %s", name)
-    for row in projects:
-        if row.wanted and not existing.get(project_indexes.project_index_name(row.id)):
-            started = time.monotonic()
-            await driver.execute(project_indexes.create_statement(row.id), timeout=BUILD_TIMEOUT_SECONDS)
-            changes.created.append(row.id)
-            logger.info("built the vector index of project %s in %.1f s", row.id, time.monotonic() - started)
+    to_build = [
+        row.id for row in projects if row.wanted and not existing.get(project_indexes.project_index_name(row.id))
+    ]
+    if to_build:
+        await driver.execute(f"SET maintenance_work_mem = '{BUILD_MAINTENANCE_WORK_MEM}'")
+        try:
+            for project_id in to_build:
+                started = time.monotonic()
+                await driver.execute(project_indexes.create_statement(project_id), timeout=BUILD_TIMEOUT_SECONDS)
+                changes.created.append(project_id)
+                logger.info("built the vector index of project %s in %.1f s", project_id, time.monotonic() - started)
+        finally:
+            await driver.execute("RESET maintenance_work_mem")  # the connection goes back to the pool
     return changes
 
 

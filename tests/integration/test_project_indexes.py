@@ -10,13 +10,20 @@ import pytest
 from sqlalchemy import text
 
 from app.db import project_indexes
+from app.db.engine import Database, build_engine
 from app.db.locks import PROJECT_INDEX_LOCK_KEY
 from app.db.models import ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, VectorScan
 from app.services.context import AppContext
-from app.services.jobs import IndexChanges, ProjectIndexLimits, reconcile_project_indexes, refresh_thought_estimates
+from app.services.jobs import (
+    BUILD_MAINTENANCE_WORK_MEM,
+    IndexChanges,
+    ProjectIndexLimits,
+    reconcile_project_indexes,
+    refresh_thought_estimates,
+)
 from tests.helpers import ToolCaller
 from tests.integration.search_support import PROFILE, bulk, execute, ids_of, register, rows, search
 
@@ -61,20 +68,17 @@ async def _estimate(context: AppContext, name: str, estimate: int) -> None:
     await execute(context, "UPDATE project SET thought_estimate = :n WHERE name = :name", n=estimate, name=name)
 
 
-async def test_a_mid_size_project_gets_an_index_of_its_rows_built_like_the_shared_one(
-    reader: ToolCaller, projects: dict[str, uuid.UUID]
-) -> None:
+async def test_a_mid_size_project_gets_an_index_of_its_rows(reader: ToolCaller, projects: dict[str, uuid.UUID]) -> None:
     changes = await reconcile_project_indexes(reader.context.db, LIMITS)
     assert changes is not None
     assert changes.created == [projects["Garden"]] and changes.dropped == []  # Billing is too big a share, Tiny small
     ((name, valid, definition, options),) = await _indexes(reader.context)
     assert name == "ix_thought_hnsw_project_" + projects["Garden"].hex and valid
     assert definition.endswith(
-        "USING hnsw (((embedding)::halfvec(384)) halfvec_cosine_ops) WITH (m='12', ef_construction='128') "
+        "USING hnsw (((embedding)::halfvec(384)) halfvec_cosine_ops) WITH (m='12', ef_construction='256') "
         f"WHERE (project_id = '{projects['Garden']}'::uuid)"
     )
-    shared = await rows(reader.context, "SELECT reloptions FROM pg_class WHERE relname = 'ix_thought_embedding_hnsw'")
-    assert options == shared[0][0] == ["m=12", "ef_construction=128"]
+    assert options == ["m=12", "ef_construction=256"]  # the shared graph's m, twice its ef_construction
     assert await _has_index(reader.context, "/work/garden")
     assert not await _has_index(reader.context, "/work/billing")
 
@@ -122,6 +126,22 @@ async def test_an_invalid_index_is_rebuilt_and_one_of_a_project_gone_is_dropped(
     )
     assert [(row[0], row[1]) for row in await _indexes(reader.context)] == [(garden, True)]
     assert await _has_index(reader.context, "/work/garden")
+
+
+async def test_a_build_leaves_its_pooled_connection_as_it_found_it(
+    database_url: str, projects: dict[str, uuid.UUID]
+) -> None:
+    db = Database(build_engine(database_url, pool_size=1))  # one connection: the build's is the next one's
+    try:
+        changes = await reconcile_project_indexes(db, LIMITS)
+        assert changes is not None and changes.created == [projects["Garden"]]
+        async with db.unit_of_work() as session:
+            settings = await session.execute(text("SHOW maintenance_work_mem"))
+            assert settings.scalar_one() != BUILD_MAINTENANCE_WORK_MEM  # the build's 512MB was reset
+            isolation = await session.execute(text("SHOW transaction_isolation"))
+            assert isolation.scalar_one() == "read committed"
+    finally:
+        await db.dispose()
 
 
 async def test_the_job_runs_on_one_replica_at_a_time(reader: ToolCaller, projects: dict[str, uuid.UUID]) -> None:
