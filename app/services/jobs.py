@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -206,18 +207,40 @@ async def _reconcile(connection: AsyncConnection, driver: Any, limits: ProjectIn
     return changes
 
 
-async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
-    """Runs until cancelled; a failing job is logged and tried again on the next tick."""
-    while True:
+async def _decay(db: Database, settings: JobSettings) -> None:
+    decayed = await decay_importance(db, settings)
+    if decayed:
+        logger.info("importance decay applied to %d thought(s)", decayed)
+
+
+async def _expiry(db: Database, _settings: JobSettings) -> None:
+    expired = await expire_housekeeping(db)
+    if expired:
+        logger.info("%d pending proposal(s) expired", expired)
+
+
+async def _counts(db: Database, _settings: JobSettings) -> None:
+    await refresh_thought_estimates(db)
+
+
+async def _project_indexes(db: Database, _settings: JobSettings) -> None:
+    await reconcile_project_indexes(db)  # after the counts it decides by
+
+
+_JOBS: tuple[tuple[str, Callable[[Database, JobSettings], Awaitable[None]]], ...] = (
+    ("importance decay", _decay),
+    ("project counts", _counts),
+    ("project vector indexes", _project_indexes),
+    ("proposal expiry", _expiry),
+)
+
+
+async def run_jobs_tick(db: Database, settings: JobSettings) -> None:
+    """Every job once. One that fails is logged and does not keep the others from running; a database outage
+    ends the tick (the rest would fail alike)."""
+    for name, job in _JOBS:
         try:
-            decayed = await decay_importance(db, settings)
-            if decayed:
-                logger.info("importance decay applied to %d thought(s)", decayed)
-            await refresh_thought_estimates(db)
-            await reconcile_project_indexes(db)
-            expired = await expire_housekeeping(db)
-            if expired:
-                logger.info("%d pending proposal(s) expired", expired)
+            await job(db, settings)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -227,6 +250,12 @@ async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
                     type(error).__name__,
                     settings.tick_seconds,
                 )
-            else:
-                logger.exception("background job failed; retrying in %.0fs", settings.tick_seconds)
+                return
+            logger.exception("background job %r failed; retrying in %.0fs", name, settings.tick_seconds)
+
+
+async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
+    """Runs until cancelled, a tick every `settings.tick_seconds`."""
+    while True:
+        await run_jobs_tick(db, settings)
         await asyncio.sleep(settings.tick_seconds)
