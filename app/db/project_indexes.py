@@ -8,7 +8,8 @@ price is a second graph insert for every thought of such a project.
 
 The background jobs decide which projects get one and build or drop it CONCURRENTLY, so writes go on meanwhile
 (app.services.jobs.reconcile_project_indexes). No migration knows them, so Alembic skips them
-(`is_project_index`, alembic/env.py). A search learns of a valid one from the catalog, through the project
+(`include_in_migrations`, alembic/env.py); a migration that changes the `embedding` column must drop them
+first (the jobs build them again). A search learns of a valid one from the catalog, through the project
 read (`has_project_index`), so nothing can point it at an index that is missing or half built.
 """
 
@@ -50,7 +51,7 @@ def has_project_index(project_id: Any) -> ColumnElement[bool]:
 
 # The shared graph's m with twice its ef_construction. A project's graph is walked for queries whose neighbours
 # lie in other projects too: at 100 k thoughts, the 25 % project's recall@10 for such queries at ef_search 200 was
-# 0.92-0.96 over four builds with ef_construction 128 and 0.975-0.988 over three with 256 (0.99 needed ef_search
+# 0.92-0.96 over three builds with ef_construction 128 and 0.975-0.988 over four with 256 (0.99 needed ef_search
 # 400 with 128: +1 ms per search). The price is ~0.5 ms more per insert (docs/BENCHMARKS.md, seventh round).
 GRAPH_PARAMETERS = {"m": 12, "ef_construction": 256}
 
