@@ -162,42 +162,37 @@ async def test_decay_runs_in_batches_and_records_the_total(writer: ToolCaller, m
     assert await rows(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]
 
 
+async def _tick_failing_at(monkeypatch: pytest.MonkeyPatch, db: Database, job: str, error: Exception) -> list[str]:
+    """One tick with `job` (a function of app.services.jobs) raising `error`: which of the two ran."""
+    ran: list[str] = []
+
+    async def failing(*_args: Any) -> None:
+        ran.append(job)
+        raise error
+
+    async def expiry(_db: Database) -> int:
+        ran.append("expire_housekeeping")
+        return 0
+
+    monkeypatch.setattr(jobs, job, failing)
+    monkeypatch.setattr(jobs, "expire_housekeeping", expiry)
+    await jobs.run_jobs_tick(db, JobSettings())
+    return ran
+
+
 async def test_a_failing_job_does_not_keep_the_others_of_its_tick_from_running(
     writer: ToolCaller, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ran: list[str] = []
-
-    async def refused(db: Database) -> None:
-        ran.append("project vector indexes")
-        raise RuntimeError("must be owner of table thought")
-
-    async def expiry(db: Database) -> int:
-        ran.append("proposal expiry")
-        return 0
-
-    monkeypatch.setattr(jobs, "reconcile_project_indexes", refused)
-    monkeypatch.setattr(jobs, "expire_housekeeping", expiry)
-    await jobs.run_jobs_tick(writer.context.db, JobSettings())
-    assert ran == ["project vector indexes", "proposal expiry"]
+    refused = RuntimeError("must be owner of table thought")
+    ran = await _tick_failing_at(monkeypatch, writer.context.db, "reconcile_project_indexes", refused)
+    assert ran == ["reconcile_project_indexes", "expire_housekeeping"]
     assert "background job 'project vector indexes' failed" in caplog.text
 
 
 async def test_a_database_outage_ends_the_tick_with_one_warning(
     writer: ToolCaller, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ran: list[str] = []
-
-    async def unavailable(db: Database, settings: JobSettings) -> None:
-        ran.append("importance decay")
-        raise ConnectionRefusedError("the server is gone")
-
-    async def expiry(db: Database) -> int:
-        ran.append("proposal expiry")
-        return 0
-
-    monkeypatch.setattr(jobs, "decay_importance", unavailable)
-    monkeypatch.setattr(jobs, "expire_housekeeping", expiry)
-    await jobs.run_jobs_tick(writer.context.db, JobSettings())
-    assert ran == ["importance decay"]
+    gone = ConnectionRefusedError("the server is gone")
+    assert await _tick_failing_at(monkeypatch, writer.context.db, "decay_importance", gone) == ["decay_importance"]
     warnings = [record for record in caplog.records if "database unavailable" in record.getMessage()]
     assert len(warnings) == 1 and "ConnectionRefusedError" in warnings[0].getMessage()
