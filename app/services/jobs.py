@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -152,6 +153,7 @@ class ProjectIndexLimits:
 class IndexChanges:
     created: list[uuid.UUID] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    failed: list[uuid.UUID] = field(default_factory=list)  # builds PostgreSQL refused (logged)
 
 
 BUILD_TIMEOUT_SECONDS = 3600.0  # a build reads the whole project; pooled connections time out after 60 s
@@ -162,7 +164,7 @@ _INDEX_CANDIDATES = text(
     "SELECT p.id, "
     "p.thought_estimate > :min_rows AND p.thought_estimate <= CAST(:max_share AS float8) * total.n AS wanted, "
     "p.thought_estimate > :keep_min_rows AND p.thought_estimate <= CAST(:keep_max_share AS float8) * total.n AS kept "
-    "FROM project p, total"
+    "FROM project p, total ORDER BY p.id"
 )
 
 
@@ -198,13 +200,24 @@ async def _reconcile(connection: AsyncConnection, driver: Any, limits: ProjectIn
         await driver.execute(f"SET maintenance_work_mem = '{BUILD_MAINTENANCE_WORK_MEM}'")
         try:
             for project_id in to_build:
-                started = time.monotonic()
-                await driver.execute(project_indexes.create_statement(project_id), timeout=BUILD_TIMEOUT_SECONDS)
-                changes.created.append(project_id)
-                logger.info("built the vector index of project %s in %.1f s", project_id, time.monotonic() - started)
+                await _build(driver, project_id, changes)
         finally:
             await driver.execute("RESET maintenance_work_mem")  # the connection goes back to the pool
     return changes
+
+
+async def _build(driver: Any, project_id: uuid.UUID, changes: IndexChanges) -> None:
+    """One project's index; a refusal (the role does not own `thought`, a full disk) is one warning line, and the
+    other projects are still built. Its search keeps the shared graph; the next tick tries again."""
+    started = time.monotonic()
+    try:
+        await driver.execute(project_indexes.create_statement(project_id), timeout=BUILD_TIMEOUT_SECONDS)
+    except asyncpg.PostgresError as error:
+        changes.failed.append(project_id)
+        logger.warning("could not build the vector index of project %s: %s", project_id, error)
+        return
+    changes.created.append(project_id)
+    logger.info("built the vector index of project %s in %.1f s", project_id, time.monotonic() - started)
 
 
 async def _decay(db: Database, settings: JobSettings) -> None:

@@ -144,6 +144,32 @@ async def test_a_build_leaves_its_pooled_connection_as_it_found_it(
         await db.dispose()
 
 
+async def test_a_refused_build_is_one_warning_and_the_other_projects_are_still_built(
+    reader: ToolCaller,
+    projects: dict[str, uuid.UUID],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    both = ProjectIndexLimits(min_rows=10, max_share=0.7, keep_min_rows=5, keep_max_share=0.8)  # Billing too
+    original = project_indexes.create_statement
+
+    def refused_for_billing(project_id: uuid.UUID) -> str:
+        if project_id == projects["Billing"]:  # as PostgreSQL answers a role that does not own the table
+            return "DO $$ BEGIN RAISE insufficient_privilege USING MESSAGE = 'must be owner of table thought'; END $$"
+        return original(project_id)
+
+    monkeypatch.setattr(project_indexes, "create_statement", refused_for_billing)
+    changes = await reconcile_project_indexes(reader.context.db, both)
+    assert changes == IndexChanges(created=[projects["Garden"]], failed=[projects["Billing"]])
+    refusals = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert refusals == [
+        f"could not build the vector index of project {projects['Billing']}: must be owner of table thought"
+    ]
+    assert [row[0] for row in await _indexes(reader.context)] == [
+        project_indexes.project_index_name(projects["Garden"])
+    ]
+
+
 async def test_the_job_runs_on_one_replica_at_a_time(reader: ToolCaller, projects: dict[str, uuid.UUID]) -> None:
     async with reader.context.db.engine.connect() as other:
         await other.execute(text("SELECT pg_advisory_lock(:key)"), {"key": PROJECT_INDEX_LOCK_KEY})
