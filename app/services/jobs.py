@@ -1,7 +1,7 @@
 """Background jobs beside the requests: importance decay, proposal expiry, preview-token purge, the project
-counts and per-project vector indexes the search plans by.
+counts and per-project vector indexes (app.services.project_index_job) the search plans by.
 
-Each job runs under a transaction-scoped advisory lock, so with several replicas exactly one runs it;
+Each job runs under an advisory lock, so with several replicas exactly one runs it;
 the decay records its run as an audit event, which is how every replica knows it already ran today.
 """
 
@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from app.db import project_indexes
 from app.db.engine import Database, is_unavailable
-from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY, PROJECT_INDEX_LOCK_KEY
-from app.db.repositories.projects import EXACT_SCAN_MAX_ROWS
+from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
+from app.services.project_index_job import reconcile_project_indexes
 from app.services.proposals import expire_due_proposals
 
 logger = logging.getLogger(__name__)
@@ -132,92 +128,6 @@ async def refresh_thought_estimates(db: Database) -> int:
             return 0
         result = await session.execute(_REFRESH_ESTIMATES)
         return int(getattr(result, "rowcount", 0) or 0)
-
-
-@dataclass(frozen=True)
-class ProjectIndexLimits:
-    """Which projects get their own HNSW index (app.db.project_indexes), by their last count.
-
-    Built above `min_rows` live thoughts (smaller projects are scanned exactly) and up to `max_share` of all
-    live thoughts (a filter that passes most of the shared graph walks it well); kept until the project falls
-    to `keep_min_rows` or grows past `keep_max_share`, so a project near a limit is not rebuilt every tick.
-    """
-
-    min_rows: int = EXACT_SCAN_MAX_ROWS
-    max_share: float = 0.6
-    keep_min_rows: int = EXACT_SCAN_MAX_ROWS // 2
-    keep_max_share: float = 0.75
-
-
-@dataclass
-class IndexChanges:
-    created: list[uuid.UUID] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
-    failed: list[uuid.UUID] = field(default_factory=list)  # builds PostgreSQL refused (logged)
-
-
-BUILD_TIMEOUT_SECONDS = 3600.0  # a build reads the whole project; pooled connections time out after 60 s
-# As migrations 0002/0005 build the shared graph: one spilled past maintenance_work_mem recalls less.
-BUILD_MAINTENANCE_WORK_MEM = "512MB"
-_INDEX_CANDIDATES = text(
-    "WITH total AS (SELECT greatest(sum(thought_estimate), 1) AS n FROM project) "
-    "SELECT p.id, "
-    "p.thought_estimate > :min_rows AND p.thought_estimate <= CAST(:max_share AS float8) * total.n AS wanted, "
-    "p.thought_estimate > :keep_min_rows AND p.thought_estimate <= CAST(:keep_max_share AS float8) * total.n AS kept "
-    "FROM project p, total ORDER BY p.id"
-)
-
-
-async def reconcile_project_indexes(db: Database, limits: ProjectIndexLimits | None = None) -> IndexChanges | None:
-    """Build the indexes projects now qualify for; drop those of projects gone, shrunk or grown past the limits,
-    and any a cut-short build left invalid. Reads `project.thought_estimate`, so it runs after the refresh.
-    None when another replica holds the job."""
-    async with db.engine.connect() as connection:
-        await connection.execution_options(isolation_level="AUTOCOMMIT")  # CONCURRENTLY runs outside a transaction
-        driver: Any = (await connection.get_raw_connection()).driver_connection  # for a per-statement timeout
-        if not await driver.fetchval("SELECT pg_try_advisory_lock($1)", PROJECT_INDEX_LOCK_KEY):
-            return None
-        try:
-            return await _reconcile(connection, driver, limits or ProjectIndexLimits())
-        finally:
-            await driver.execute(f"SELECT pg_advisory_unlock({PROJECT_INDEX_LOCK_KEY})")
-
-
-async def _reconcile(connection: AsyncConnection, driver: Any, limits: ProjectIndexLimits) -> IndexChanges:
-    projects = (await connection.execute(_INDEX_CANDIDATES, asdict(limits))).all()
-    existing = {row.name: row.valid for row in await connection.execute(project_indexes.EXISTING_INDEXES)}
-    kept = {project_indexes.project_index_name(row.id) for row in projects if row.kept}
-    changes = IndexChanges()
-    for name, valid in sorted(existing.items()):
-        if not valid or name not in kept:
-            await driver.execute(project_indexes.drop_statement(name), timeout=BUILD_TIMEOUT_SECONDS)
-            changes.dropped.append(name)
-            logger.info("dropped the project vector index %s", name)
-    to_build = [
-        row.id for row in projects if row.wanted and not existing.get(project_indexes.project_index_name(row.id))
-    ]
-    if to_build:
-        await driver.execute(f"SET maintenance_work_mem = '{BUILD_MAINTENANCE_WORK_MEM}'")
-        try:
-            for project_id in to_build:
-                await _build(driver, project_id, changes)
-        finally:
-            await driver.execute("RESET maintenance_work_mem")  # the connection goes back to the pool
-    return changes
-
-
-async def _build(driver: Any, project_id: uuid.UUID, changes: IndexChanges) -> None:
-    """One project's index; a refusal (the role does not own `thought`, a full disk) is one warning line, and the
-    other projects are still built. Its search keeps the shared graph; the next tick tries again."""
-    started = time.monotonic()
-    try:
-        await driver.execute(project_indexes.create_statement(project_id), timeout=BUILD_TIMEOUT_SECONDS)
-    except asyncpg.PostgresError as error:
-        changes.failed.append(project_id)
-        logger.warning("could not build the vector index of project %s: %s", project_id, error)
-        return
-    changes.created.append(project_id)
-    logger.info("built the vector index of project %s in %.1f s", project_id, time.monotonic() - started)
 
 
 async def _decay(db: Database, settings: JobSettings) -> None:

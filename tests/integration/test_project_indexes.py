@@ -17,12 +17,12 @@ from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, VectorScan
 from app.services.context import AppContext
-from app.services.jobs import (
+from app.services.jobs import refresh_thought_estimates
+from app.services.project_index_job import (
     BUILD_MAINTENANCE_WORK_MEM,
     IndexChanges,
     ProjectIndexLimits,
     reconcile_project_indexes,
-    refresh_thought_estimates,
 )
 from tests.helpers import ToolCaller
 from tests.integration.search_support import PROFILE, bulk, execute, ids_of, register, rows, search
