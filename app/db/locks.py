@@ -47,12 +47,12 @@ async def hold_until_commit(session: AsyncSession, key: int) -> None:
 
 async def hold_text_until_commit(session: AsyncSession, key: str, seed: int) -> None:
     """`hold_until_commit` for a text key (hashed with one of the seeds above)."""
-    await session.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, seed))))
+    await hold_texts_until_commit(session, [key], seed)
 
 
 async def hold_texts_until_commit(session: AsyncSession, keys: Sequence[str], seed: int) -> None:
-    """`hold_text_until_commit` for several keys in one round trip, taken in the order given (callers pass
-    one global order, so two of them cannot deadlock)."""
+    """Text keys (hashed with one of the seeds above) held until commit, taken in one round trip in the order
+    given (callers pass one global order, so two of them cannot deadlock)."""
     await session.execute(
         text(
             "SELECT pg_advisory_xact_lock(hashtextextended(k, :seed)) "

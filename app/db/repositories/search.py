@@ -250,9 +250,8 @@ class SearchRepository:
             await self._execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
         scan = where.vector_scan
         project_id = where.project_id if scan is VectorScan.PROJECT_INDEX else None  # a statement per project
+        # With the project written into the statement, its `filter_project` value is left unused.
         parameters = {"vector": vector, "model": model_id, "pool": pool, **where.parameters()}
-        if project_id is not None:
-            parameters.pop("filter_project")
         result = await self._execute(_vector_leg_statement(where.shape, scan, project_id), parameters)
         rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result]
         return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
