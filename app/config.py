@@ -30,8 +30,16 @@ class ConfidenceSettings(BaseModel):
     vector_floor: float | None = None
 
 
+class Bm25Settings(BaseModel):
+    """Okapi BM25 of the lexical leg: term-frequency saturation and length normalisation."""
+
+    k1: float = Field(default=1.2, ge=0, le=10)
+    b: float = Field(default=0.75, ge=0, le=1)
+
+
 class SearchSettings(BaseModel):
     confidence: ConfidenceSettings = ConfidenceSettings()
+    bm25: Bm25Settings = Bm25Settings()
     default_min_relevance: float = Field(default=0.4, ge=0, le=1)
 
 

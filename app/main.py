@@ -24,6 +24,7 @@ from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
+from app.db.repositories.search import Bm25
 from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.http.app import LocalPrincipal, build_http_app, transport_security
@@ -82,6 +83,7 @@ def limits_from(settings: Settings) -> Limits:
         primer_list_cap=settings.primer.list_cap,
         graph_max_degree=settings.graph.max_degree,
         default_min_relevance=settings.search.default_min_relevance,
+        bm25=Bm25(settings.search.bm25.k1, settings.search.bm25.b),
         unrelated_floor=settings.search.confidence.unrelated_floor,
         vector_floor=settings.search.confidence.vector_floor,
         slot_max_chars=settings.slots.default_max_chars,

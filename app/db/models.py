@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Computed,
@@ -188,6 +189,30 @@ class Thought(Base):
         # Duplicate-content lookups of store/bulk_create (a whole content may exceed a btree entry).
         Index("ix_thought_project_content_md5", "project_id", sql("md5(content)")),
     )
+
+
+class LexicalCorpus(Base):
+    """A project's BM25 corpus: how many thoughts it holds and how many lexeme occurrences their tsvectors
+    carry (every status). Kept by the triggers of migration 0009 in the writing transaction."""
+
+    __tablename__ = "lexical_corpus"
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), primary_key=True
+    )
+    thoughts: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class LexicalTerm(Base):
+    """A lexeme's document frequency in a project (rows of zero are deleted). Keyed lexeme first, so one index
+    serves a project's frequencies and the sum over every project (an unscoped search)."""
+
+    __tablename__ = "lexical_term"
+    lexeme: Mapped[str] = mapped_column(Text, primary_key=True)
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), primary_key=True
+    )
+    thoughts: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
 class Edge(Base):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.db.engine import Database
+from app.db.repositories.search import Bm25
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.ratelimit import RateLimiter
 
@@ -19,6 +20,7 @@ class Limits:
     primer_list_cap: int = 500
     graph_max_degree: int = 25
     default_min_relevance: float = 0.4
+    bm25: Bm25 = field(default_factory=Bm25)
     unrelated_floor: float | None = None
     vector_floor: float | None = None
     slot_max_chars: int = 2000

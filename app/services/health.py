@@ -19,6 +19,24 @@ SHORT = 80
 _LIVE = "status IN ('active', 'draft')"
 
 
+# Projects whose BM25 statistics (migration 0009) disagree with their rows, by three sums a recount checks cheaply:
+# thoughts, their lengths (distinct lexemes), and the lexemes' document frequencies (which add up to the lengths).
+# The triggers keep them in step; drift means rows were written with the triggers off (e.g. a restore with
+# `session_replication_role = replica`). The fix recounts those projects.
+LEXICAL_DRIFT = (
+    "SELECT p.id AS project_id, coalesce(r.thoughts, 0) AS thoughts, coalesce(c.thoughts, 0) AS counted_thoughts, "
+    "coalesce(r.tokens, 0) AS tokens, coalesce(c.tokens, 0) AS counted_tokens "
+    "FROM project p "
+    "LEFT JOIN (SELECT project_id, count(*) AS thoughts, sum(length(tsv)) AS tokens FROM thought "
+    "GROUP BY project_id) r ON r.project_id = p.id "
+    "LEFT JOIN lexical_corpus c ON c.project_id = p.id "
+    "LEFT JOIN (SELECT project_id, sum(thoughts) AS tokens FROM lexical_term GROUP BY project_id) t "
+    "ON t.project_id = p.id "
+    "WHERE coalesce(r.thoughts, 0) <> coalesce(c.thoughts, 0) OR coalesce(r.tokens, 0) <> coalesce(c.tokens, 0) "
+    "OR coalesce(r.tokens, 0) <> coalesce(t.tokens, 0)"
+)
+
+
 @dataclass(frozen=True)
 class Check:
     category: str
@@ -181,6 +199,12 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "data_drift",
+        "lexical_statistics_drift",
+        "warning",
+        LEXICAL_DRIFT,
+    ),
+    Check(
+        "data_drift",
         "dead_primers",
         "info",
         "SELECT p.id AS primer_id, p.thought_id FROM primer p JOIN thought t ON t.id = p.thought_id "
@@ -247,7 +271,8 @@ class HealthService:
         }
 
     async def autofix(self) -> dict[str, int]:
-        """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived."""
+        """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived, drifted BM25
+        statistics are recounted from the rows."""
         orphans = await self.session.execute(
             text(
                 "DELETE FROM edge e WHERE NOT EXISTS (SELECT 1 FROM thought s WHERE s.id = e.source_id) "
@@ -262,7 +287,11 @@ class HealthService:
                 "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')"
             )
         )
+        drifted = await self.session.execute(
+            text(f"SELECT lexical_rebuild(project_id) FROM ({LEXICAL_DRIFT}) AS drift ORDER BY project_id")
+        )
         return {
+            "lexical_statistics_rebuilt": len(drifted.all()),
             "orphan_edges_deleted": int(orphans.rowcount or 0),  # type: ignore[attr-defined]
             "self_loop_edges_deleted": int(loops.rowcount or 0),  # type: ignore[attr-defined]
             "empty_clusters_archived": int(empty.rowcount or 0),  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import ThoughtRecord
-from app.db.repositories.search import LegRow, PageRow, SearchRepository
+from app.db.repositories.search import Bm25, LegRow, PageRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.embedder import Vector
 from app.embedding.runtime import EmbeddingRuntime
@@ -133,12 +133,14 @@ class SearchService:
         calibration: Calibration,
         default_min_relevance: float,
         hits: HitService | None,
+        bm25: Bm25,
     ) -> None:
         self.repo = SearchRepository(session)
         self.embedding = embedding
         self.calibration = calibration
         self.default_gate = default_min_relevance
         self.hits = hits
+        self.bm25 = bm25
 
     async def search(self, query: SearchQuery) -> SearchOutcome:
         outcome = await self._search(query)
@@ -189,7 +191,7 @@ class SearchService:
         source = query.vector or QueryVector(self.embedding, query.text)
         lexical_rows: list[LegRow] = []
         if query.hybrid:  # the lexical leg runs while the query embedding finishes
-            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool, query.limit)
+            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
         profile = self.embedding.profile
         vector = await source.get() if profile is not None else None
         degraded = vector is None
@@ -197,7 +199,7 @@ class SearchService:
         if vector is not None and profile is not None:
             vector_rows = await self.repo.vector_leg(vector, profile.model_id, query.where, pool)
         elif not query.hybrid:
-            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool, query.limit)
+            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
         candidates = self._fuse(vector_rows, lexical_rows, query)
         if query.supersession_mode == "suppress":
             suppressed = await self._superseded(candidates)

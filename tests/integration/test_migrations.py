@@ -77,7 +77,8 @@ async def _schema_state(url: str) -> dict[str, Any]:
                 "triggers": await names("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"),
                 "functions": await names(
                     "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                    "WHERE n.nspname = 'public' AND p.proname = 'edge_cluster_source_check'"
+                    "WHERE n.nspname = 'public' "
+                    "AND (p.proname = 'edge_cluster_source_check' OR p.proname LIKE 'lexical%')"
                 ),
                 "version": version,
                 "extensions": await names("SELECT extname FROM pg_extension WHERE extname <> 'plpgsql'"),
@@ -89,11 +90,22 @@ async def _schema_state(url: str) -> dict[str, Any]:
         await engine.dispose()
 
 
+# Migration 0009: the BM25 statistics are kept by triggers on thought.
+LEXICAL_TRIGGERS = {"thought_lexical_insert", "thought_lexical_delete", "thought_lexical_update"}
+LEXICAL_FUNCTIONS = {
+    "lexical_count",
+    "lexical_after_insert",
+    "lexical_after_delete",
+    "lexical_after_update",
+    "lexical_rebuild",
+}
+
+
 def _assert_at_head(state: dict[str, Any]) -> None:
     assert state["tables"] == MODEL_TABLES | {"alembic_version"}
     assert state["enums"] == ENUM_TYPES
-    assert state["triggers"] == {"edge_cluster_source_check"}
-    assert state["functions"] == {"edge_cluster_source_check"}
+    assert state["triggers"] == {"edge_cluster_source_check", *LEXICAL_TRIGGERS}
+    assert state["functions"] == {"edge_cluster_source_check", *LEXICAL_FUNCTIONS}
     assert state["version"] == {HEAD}
     assert state["extensions"] == {"vector", "btree_gin"}
     assert state["thought_options"] == {"fillfactor=70"}  # importance updates stay HOT
@@ -115,6 +127,32 @@ async def test_upgrade_downgrade_upgrade_round_trip(scratch_url: str) -> None:
 
     await asyncio.to_thread(migrations.upgrade, scratch_url)
     _assert_at_head(await _schema_state(scratch_url))
+
+
+async def test_the_bm25_statistics_are_counted_for_existing_thoughts(scratch_url: str) -> None:
+    """Upgrading a store with thoughts from 0008 fills lexical_corpus and lexical_term from its rows."""
+    await asyncio.to_thread(migrations.downgrade, scratch_url, "base")
+    await asyncio.to_thread(migrations.upgrade, scratch_url, "7d2b4e9f1a6c")
+    engine = await _engine(scratch_url)
+    project = uuid.uuid4()
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("INSERT INTO project (id, name) VALUES (:id, 'p')"), {"id": project})
+            await connection.execute(
+                text(
+                    "INSERT INTO thought (id, project_id, content) VALUES "
+                    "(gen_random_uuid(), :p, 'cats chase cats'), (gen_random_uuid(), :p, 'a cat sleeps')"
+                ),
+                {"p": project},
+            )
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+        async with engine.connect() as connection:
+            corpus = (await connection.execute(text("SELECT thoughts, tokens FROM lexical_corpus"))).all()
+            terms = dict((await connection.execute(text("SELECT lexeme, thoughts FROM lexical_term"))).all())
+    finally:
+        await engine.dispose()
+    assert [tuple(row) for row in corpus] == [(2, 4)]  # lengths: {cat, chase} and {cat, sleep}
+    assert terms == {"cat": 2, "chase": 1, "sleep": 1}
 
 
 # ---------------------------------------------------------------- drift

@@ -356,7 +356,12 @@ CHECKS = {
         "contradiction_in_cluster": "warning",
         "supports_self_conflict": "critical",
     },
-    "data_drift": {"missing_embeddings": "info", "dead_primers": "info", "importance_outliers": "info"},
+    "data_drift": {
+        "missing_embeddings": "info",
+        "lexical_statistics_drift": "warning",
+        "dead_primers": "info",
+        "importance_outliers": "info",
+    },
 }
 
 
@@ -441,8 +446,10 @@ async def test_health_finds_a_contradiction_inside_a_cluster(writer: ToolCaller)
         "cluster_health",
         "connectivity",
         "semantic_consistency",
+        "data_drift",
     }
     assert set(warnings["categories"]["connectivity"]) == {"overlinked_thoughts"}
+    assert set(warnings["categories"]["data_drift"]) == {"lexical_statistics_drift"}
     assert all("details" not in entry for checks in warnings["categories"].values() for entry in checks.values())
     assert warnings["health_score"] == 85.0 and warnings["summary"] == report["summary"]
     critical = (await writer.ok("memory_status", {"action": "health", "severity": "critical"})).item

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    Double,
     Executable,
     Integer,
     Select,
@@ -22,24 +25,29 @@ from sqlalchemy import (
     null,
     or_,
     select,
-    union_all,
 )
-from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY
+from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY, UUID
 from sqlalchemy.engine import Result
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from app.db.engine import execute_core
-from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
+from app.db.models import Edge, EdgeType, LexicalCorpus, LexicalTerm, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import FilterShape, ThoughtFilter, VectorScan, id_in_param, thought_select
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
-# A very common word can match most of a project, so the leg ranks at most this many matching rows. Measured at
-# 100 k thoughts: rows holding every word are few (p95 ~600), and for the OR match 300 agrees with the uncapped
-# top 10 nearly as often as 1000 does (0.913 vs 0.924) for well under half the p95 (docs/BENCHMARKS.md).
-EVERY_WORD_CAP = 1000
-ANY_WORD_CAP = 300
+# The lexical leg's candidates are the thoughts holding the query's rarer lexemes: lexemes are taken rarest first
+# while their document frequencies add up to at most CANDIDATE_BUDGET (the rarest always), and at most
+# CANDIDATE_CAP rows are read. Every candidate is then scored on every query lexeme, so a thought holding only
+# commoner lexemes is missed only where it could score at most the sum of their idf × (k1 + 1)
+# (docs/mcp-tools.md). Measured at 100 k thoughts (docs/BENCHMARKS.md).
+CANDIDATE_BUDGET = 2000
+CANDIDATE_CAP = 4000
+# ts_rank with every position weight 1 and a one-lexeme query is H(tf) / (π²/6), H(n) = Σ 1/j² for j ≤ n, and
+# π²/6 − H(n) = 1/n − 1/(2n²) + O(1/n³): tf = round(1 / ((π²/6)(1 − rank)) − 1/2) exactly (0 for an absent
+# lexeme). All in C per candidate, where unnesting its tsvector costs ~3 µs.
+_PI2_6 = 1.64493406685  # the constant of PostgreSQL's calc_rank_or
 
 
 SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for bench scripts
@@ -50,8 +58,16 @@ def hnsw_ef_search(pool: int) -> int:
     return max(HNSW_EF_SEARCH, min(pool, 1000))
 
 
+@dataclass(frozen=True)
+class Bm25:
+    """The lexical leg's Okapi BM25 parameters (settings `search.bm25`)."""
+
+    k1: float = 1.2
+    b: float = 0.75
+
+
 class LegRow(NamedTuple):
-    """One candidate of a retrieval leg: cosine distance (vector leg) or ts_rank_cd (lexical leg)."""
+    """One candidate of a retrieval leg: cosine distance (vector leg) or BM25 score (lexical leg)."""
 
     id: uuid.UUID
     score: float
@@ -69,17 +85,6 @@ class PageRow(NamedTuple):
 
 # The hot statements below are built once (per filter shape) and reused with new parameters: building a SELECT
 # per call cost more Python than running it (docs/BENCHMARKS.md).
-
-
-def _words() -> tuple[Any, Any]:
-    """(every word, any word) of the `words` parameter as tsqueries; plainto_tsquery sanitises metacharacters.
-
-    Scalar subqueries, so PostgreSQL computes each once (an InitPlan) even in a generic plan, where the
-    expression would otherwise be evaluated again for every ranked row (measured: generic plans 1 ms slower).
-    """
-    every = func.plainto_tsquery(cast("english", REGCONFIG), bindparam("words", type_=Text))
-    some = cast(func.replace(cast(every, Text), "&", "|"), TSQUERY)
-    return select(every).scalar_subquery(), select(some).scalar_subquery()
 
 
 @lru_cache(maxsize=128)
@@ -110,45 +115,104 @@ def _vector_leg_statement(
     )
 
 
-@lru_cache(maxsize=64)
-def _lexical_leg_statement(shape: FilterShape) -> Select[*tuple[Any, ...]]:
-    """Both tiers in one statement; the any-word scan runs only if the every-word tier has < `enough` rows."""
-    every_word, any_word = _words()
-    pool = bindparam("pool", type_=Integer)
-    every = (
-        select(Thought.id, Thought.tsv, Thought.created_at)
-        .where(Thought.tsv.op("@@")(every_word), *shape.clauses())
-        .limit(EVERY_WORD_CAP)
-        .cte("every_word")
-    )
-    every_rank = func.ts_rank_cd(every.c.tsv, any_word)
-    first = (
-        select(every.c.id, every_rank.label("rank"), every.c.created_at, literal_column("0").label("tier"))
-        .order_by(every_rank.desc(), every.c.id)
-        .limit(pool)
-        .cte("first_tier")
-    )
-    # Uncorrelated, so PostgreSQL evaluates it once and skips the any-word scan when it is false.
-    too_few = select(func.count()).select_from(first).scalar_subquery() < bindparam("enough", type_=Integer)
-    some = (
-        select(Thought.id, Thought.tsv, Thought.created_at)
-        .where(Thought.tsv.op("@@")(any_word), too_few, *shape.clauses())
-        .limit(ANY_WORD_CAP)
-        .cte("any_word")
-    )
-    some_rank = func.ts_rank_cd(some.c.tsv, any_word)
-    second = (
-        select(some.c.id, some_rank.label("rank"), some.c.created_at, literal_column("1").label("tier"))
-        .where(some.c.id.not_in(select(first.c.id)))
-        .order_by(some_rank.desc(), some.c.id)
-        .limit(pool)
-    )
-    tiers = union_all(select(first), second).subquery("tiers")
+@lru_cache(maxsize=2)
+def _lexical_statistics_statement(scoped: bool) -> Select[*tuple[Any, ...]]:
+    """The query's lexemes known to the scope, with their document frequencies and the scope's corpus size
+    (every project's summed when unscoped): migration 0009's tables."""
+    project = bindparam("filter_project", type_=UUID(as_uuid=True))
+    words = func.to_tsvector(cast("english", REGCONFIG), bindparam("words", type_=Text))
+    terms = select(func.unnest(func.tsvector_to_array(words)).label("lexeme")).subquery("terms")
+    sizes = select(func.coalesce(func.sum(LexicalCorpus.thoughts), 0), func.coalesce(func.sum(LexicalCorpus.tokens), 0))
+    holds = LexicalTerm.lexeme == terms.c.lexeme
+    if scoped:
+        sizes = sizes.where(LexicalCorpus.project_id == project)
+        holds = and_(holds, LexicalTerm.project_id == project)
+    corpus = sizes.cte("corpus")
     return (
-        select(tiers.c.id, tiers.c.rank, tiers.c.created_at)
-        .order_by(tiers.c.tier, tiers.c.rank.desc(), tiers.c.id)
-        .limit(pool)
+        select(
+            terms.c.lexeme,
+            func.sum(LexicalTerm.thoughts).label("df"),
+            select(corpus.c[0]).scalar_subquery().label("thoughts"),
+            select(corpus.c[1]).scalar_subquery().label("tokens"),
+        )
+        .join_from(terms, LexicalTerm, holds)
+        .group_by(terms.c.lexeme)
     )
+
+
+@lru_cache(maxsize=256)
+def _lexical_leg_statement(shape: FilterShape, lexemes: int) -> Select[*tuple[Any, ...]]:
+    """The candidates (rows matching `probe`, at most `cap`) scored by Okapi BM25 on `lexemes` query lexemes:
+
+        score = Σ idf_i · tf_i · (k1 + 1) / (tf_i + norm_base + norm_length · length)
+
+    with the idf_i, the lexemes (`lexeme_i`, tsqueries) and the length terms bound by Bm25Query.parameters().
+    """
+    candidates = (
+        select(Thought.id, Thought.tsv, Thought.created_at)
+        .where(Thought.tsv.op("@@")(bindparam("probe", type_=TSQUERY)), *shape.clauses())
+        .limit(bindparam("cap", type_=Integer))
+        .subquery("candidates")
+    )
+    all_weights: Any = literal_column("'{1,1,1,1}'::float4[]")
+    norm = bindparam("norm_base", type_=Double) + bindparam("norm_length", type_=Double) * cast(
+        func.length(candidates.c.tsv), Double
+    )
+    saturation = bindparam("k1_plus_1", type_=Double)
+    score: Any = None
+    for slot in range(lexemes):
+        rank = cast(func.ts_rank(all_weights, candidates.c.tsv, bindparam(f"lexeme_{slot}", type_=TSQUERY), 0), Double)
+        tf = func.round(1.0 / (_PI2_6 * (1.0 - rank)) - 0.5)
+        term = bindparam(f"idf_{slot}", type_=Double) * tf * saturation / (tf + norm)
+        score = term if score is None else score + term
+    scored = select(candidates.c.id, score.label("score"), candidates.c.created_at).subquery("scored")
+    return (
+        select(scored.c.id, scored.c.score, scored.c.created_at)
+        .order_by(scored.c.score.desc(), scored.c.id)
+        .limit(bindparam("pool", type_=Integer))
+    )
+
+
+@dataclass(frozen=True)
+class Bm25Query:
+    """A query's lexemes with their BM25 weights in a scope, rarest first."""
+
+    lexemes: tuple[str, ...]
+    frequencies: tuple[int, ...]
+    thoughts: int  # N
+    average_length: float  # avgdl
+
+    def idf(self, frequency: int) -> float:
+        return math.log(1.0 + (self.thoughts - frequency + 0.5) / (frequency + 0.5))
+
+    def probe(self) -> str:
+        """The rarest lexemes whose frequencies add up to at most CANDIDATE_BUDGET (the rarest always), OR-ed."""
+        taken: list[str] = []
+        total = 0
+        for lexeme, frequency in zip(self.lexemes, self.frequencies, strict=True):
+            if taken and total + frequency > CANDIDATE_BUDGET:
+                break
+            taken.append(lexeme)
+            total += frequency
+        return " | ".join(_tsquery_lexeme(lexeme) for lexeme in taken)
+
+    def parameters(self, bm25: Bm25) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "probe": self.probe(),
+            "cap": CANDIDATE_CAP,
+            "k1_plus_1": bm25.k1 + 1.0,
+            "norm_base": bm25.k1 * (1.0 - bm25.b),
+            "norm_length": bm25.k1 * bm25.b / self.average_length,
+        }
+        for slot, (lexeme, frequency) in enumerate(zip(self.lexemes, self.frequencies, strict=True)):
+            values[f"lexeme_{slot}"] = _tsquery_lexeme(lexeme)
+            values[f"idf_{slot}"] = self.idf(frequency)
+        return values
+
+
+def _tsquery_lexeme(lexeme: str) -> str:
+    """A lexeme as tsquery input that is taken as it is: quoted, never parsed or stemmed again."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _standing() -> tuple[Any, Any]:
@@ -256,16 +320,32 @@ class SearchRepository:
         rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result]
         return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
 
-    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, enough: int) -> list[LegRow]:
-        """Best first by ts_rank_cd of the OR-ed words: rows holding every word, then rows holding any.
+    async def lexical_statistics(self, query: str, where: SearchFilter) -> Bm25Query | None:
+        """The query's lexemes that some thought of the scope holds, with their BM25 statistics; None when
+        there are none (then no thought matches)."""
+        parameters = {"words": query, **where.parameters()}
+        rows = (await self._execute(_lexical_statistics_statement(where.shape.project), parameters)).all()
+        known = sorted((int(row.df), row.lexeme) for row in rows if row.df and row.df > 0)
+        if not known or not rows[0].thoughts:
+            return None
+        thoughts, tokens = int(rows[0].thoughts), int(rows[0].tokens)
+        return Bm25Query(
+            lexemes=tuple(lexeme for _, lexeme in known),
+            frequencies=tuple(frequency for frequency, _ in known),
+            thoughts=thoughts,
+            average_length=max(tokens / thoughts, 1.0),
+        )
 
-        The AND match is cheap (GIN intersects the words); the OR match of common words can cover most of a
-        project, so it runs only when fewer than `enough` rows hold every word, over at most ANY_WORD_CAP
-        matching rows. Each tier ranks at most its cap of matching rows.
-        """
-        parameters = {"words": query, "pool": pool, "enough": enough, **where.parameters()}
-        result = await self._execute(_lexical_leg_statement(where.shape), parameters)
-        return [LegRow(row.id, float(row.rank), row.created_at) for row in result]
+    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, bm25: Bm25) -> list[LegRow]:
+        """Best first by the Okapi BM25 score of the query's lexemes (OR) over the scope's statistics; ties by
+        id. Two statements: the statistics, then the candidates scored (a statement per lexeme count)."""
+        statistics = await self.lexical_statistics(query, where)
+        if statistics is None:
+            return []
+        parameters = {"pool": pool, **statistics.parameters(bm25), **where.parameters()}
+        statement = _lexical_leg_statement(where.shape, len(statistics.lexemes))
+        result = await self._execute(statement, parameters)
+        return [LegRow(row.id, float(row.score), row.created_at) for row in result]
 
     async def page(
         self, thought_ids: Sequence[uuid.UUID], vector: Sequence[float] | None, model_id: str | None

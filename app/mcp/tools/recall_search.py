@@ -41,7 +41,8 @@ def calibration(ctx: CallContext) -> Calibration:
 
 def search_service(session: AsyncSession, ctx: CallContext, count_hits: bool = True) -> SearchService:
     hits = HitService(session, ctx.app.limits.primer_threshold) if count_hits else None
-    return SearchService(session, ctx.app.embedding, calibration(ctx), ctx.app.limits.default_min_relevance, hits)
+    limits = ctx.app.limits
+    return SearchService(session, ctx.app.embedding, calibration(ctx), limits.default_min_relevance, hits, limits.bm25)
 
 
 def _shaper(args: ReadArgs, links: dict[Any, Any] | None) -> ThoughtShaper:
