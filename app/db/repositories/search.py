@@ -42,8 +42,8 @@ from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 # CANDIDATE_CAP rows are read. Every candidate is then scored on every query lexeme, so a thought holding only
 # commoner lexemes is missed only where it could score at most the sum of their idf × (k1 + 1)
 # (docs/mcp-tools.md). Measured at 100 k thoughts (docs/BENCHMARKS.md).
-CANDIDATE_BUDGET = 2000
-CANDIDATE_CAP = 4000
+CANDIDATE_BUDGET = 1000
+CANDIDATE_CAP = 2000
 # ts_rank with every position weight 1 and a one-lexeme query is H(tf) / (π²/6), H(n) = Σ 1/j² for j ≤ n, and
 # π²/6 − H(n) = 1/n − 1/(2n²) + O(1/n³): tf = round(1 / ((π²/6)(1 − rank)) − 1/2) exactly (0 for an absent
 # lexeme). All in C per candidate, where unnesting its tsvector costs ~3 µs.
@@ -72,6 +72,14 @@ class LegRow(NamedTuple):
     id: uuid.UUID
     score: float
     created_at: datetime
+
+
+class LexicalLeg(NamedTuple):
+    """The lexical leg's rows, and the score of a thought holding each known query lexeme once at the average
+    length (Σ idf): how much of the query the best row matched."""
+
+    rows: list[LegRow]
+    idf_mass: float
 
 
 class PageRow(NamedTuple):
@@ -184,6 +192,9 @@ class Bm25Query:
 
     def idf(self, frequency: int) -> float:
         return math.log(1.0 + (self.thoughts - frequency + 0.5) / (frequency + 0.5))
+
+    def idf_mass(self) -> float:
+        return sum(self.idf(frequency) for frequency in self.frequencies)
 
     def probe(self) -> str:
         """The rarest lexemes whose frequencies add up to at most CANDIDATE_BUDGET (the rarest always), OR-ed."""
@@ -336,16 +347,17 @@ class SearchRepository:
             average_length=max(tokens / thoughts, 1.0),
         )
 
-    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, bm25: Bm25) -> list[LegRow]:
+    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, bm25: Bm25) -> LexicalLeg:
         """Best first by the Okapi BM25 score of the query's lexemes (OR) over the scope's statistics; ties by
         id. Two statements: the statistics, then the candidates scored (a statement per lexeme count)."""
         statistics = await self.lexical_statistics(query, where)
         if statistics is None:
-            return []
+            return LexicalLeg([], 0.0)
         parameters = {"pool": pool, **statistics.parameters(bm25), **where.parameters()}
         statement = _lexical_leg_statement(where.shape, len(statistics.lexemes))
         result = await self._execute(statement, parameters)
-        return [LegRow(row.id, float(row.score), row.created_at) for row in result]
+        rows = [LegRow(row.id, float(row.score), row.created_at) for row in result]
+        return LexicalLeg(rows, statistics.idf_mass())
 
     async def page(
         self, thought_ids: Sequence[uuid.UUID], vector: Sequence[float] | None, model_id: str | None
