@@ -102,8 +102,9 @@ async def _query_lexemes(context: AppContext, query: str) -> list[str]:
 
 
 async def _leg(context: AppContext, query: str, where: ThoughtFilter) -> list[Any]:
+    """The first 10 rows of the leg as a search with limit 10 runs it (a pool of 100)."""
     async with context.db.unit_of_work() as session:
-        return (await SearchRepository(session).lexical_leg(query, where, 10, Bm25(K1, B))).rows
+        return (await SearchRepository(session).lexical_leg(query, where, 100, Bm25(K1, B))).rows[:10]
 
 
 async def test_the_leg_ranks_as_a_plain_bm25_over_the_same_lexemes(app_context: AppContext) -> None:

@@ -41,9 +41,16 @@ from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 # while their document frequencies add up to at most CANDIDATE_BUDGET (the rarest always), and at most
 # CANDIDATE_CAP rows are read. Every candidate is then scored on every query lexeme, so a thought holding only
 # commoner lexemes is missed only where it could score at most the sum of their idf × (k1 + 1)
-# (docs/mcp-tools.md). Measured at 100 k thoughts (docs/BENCHMARKS.md).
-CANDIDATE_BUDGET = 1000
-CANDIDATE_CAP = 2000
+# (docs/mcp-tools.md). Chosen at 100 k thoughts: the same hybrid answers as with 1000 / 2000, ~2 ms faster
+# (docs/BENCHMARKS.md).
+CANDIDATE_BUDGET = 500
+CANDIDATE_CAP = 1000
+# In a scope of at most WIDER_PASS_MAX_THOUGHTS, when the commoner lexemes could still lift a thought that holds
+# none of the probed ones into the first `pool / 10` rows (the page of the call), the leg runs once more with
+# WIDER_PASS times the budget and the cap: cheap there, and it makes small stores exact. At 100 k thoughts it ran
+# for most paraphrased questions and cost 2.5 ms a search (docs/BENCHMARKS.md).
+WIDER_PASS = 4
+WIDER_PASS_MAX_THOUGHTS = 10_000
 # ts_rank with every position weight 1 and a one-lexeme query is H(tf) / (π²/6), H(n) = Σ 1/j² for j ≤ n, and
 # π²/6 − H(n) = 1/n − 1/(2n²) + O(1/n³): tf = round(1 / ((π²/6)(1 − rank)) − 1/2) exactly (0 for an absent
 # lexeme). All in C per candidate, where unnesting its tsvector costs ~3 µs.
@@ -196,21 +203,27 @@ class Bm25Query:
     def idf_mass(self) -> float:
         return sum(self.idf(frequency) for frequency in self.frequencies)
 
-    def probe(self) -> str:
-        """The rarest lexemes whose frequencies add up to at most CANDIDATE_BUDGET (the rarest always), OR-ed."""
-        taken: list[str] = []
-        total = 0
-        for lexeme, frequency in zip(self.lexemes, self.frequencies, strict=True):
-            if taken and total + frequency > CANDIDATE_BUDGET:
+    def probed(self, budget: int) -> int:
+        """How many lexemes, rarest first, draw the candidates: while their frequencies add up to at most
+        `budget`, the rarest always."""
+        count, total = 0, 0
+        for frequency in self.frequencies:
+            if count and total + frequency > budget:
                 break
-            taken.append(lexeme)
+            count += 1
             total += frequency
-        return " | ".join(_tsquery_lexeme(lexeme) for lexeme in taken)
+        return count
 
-    def parameters(self, bm25: Bm25) -> dict[str, Any]:
+    def unprobed_bound(self, probed: int, bm25: Bm25) -> float:
+        """The most a thought holding none of the first `probed` lexemes can score: Σ idf · (k1 + 1) over the
+        others (the limit of a term's share as tf grows)."""
+        return sum(self.idf(frequency) for frequency in self.frequencies[probed:]) * (bm25.k1 + 1.0)
+
+    def parameters(self, bm25: Bm25, budget: int, cap: int) -> dict[str, Any]:
+        probe = " | ".join(_tsquery_lexeme(lexeme) for lexeme in self.lexemes[: self.probed(budget)])
         values: dict[str, Any] = {
-            "probe": self.probe(),
-            "cap": CANDIDATE_CAP,
+            "probe": probe,
+            "cap": cap,
             "k1_plus_1": bm25.k1 + 1.0,
             "norm_base": bm25.k1 * (1.0 - bm25.b),
             "norm_length": bm25.k1 * bm25.b / self.average_length,
@@ -349,14 +362,28 @@ class SearchRepository:
 
     async def lexical_leg(self, query: str, where: SearchFilter, pool: int, bm25: Bm25) -> LexicalLeg:
         """Best first by the Okapi BM25 score of the query's lexemes (OR) over the scope's statistics; ties by
-        id. Two statements: the statistics, then the candidates scored (a statement per lexeme count)."""
+        id. The statistics, then the candidates scored (a statement per lexeme count); once more over a wider
+        set of candidates, in a scope of at most WIDER_PASS_MAX_THOUGHTS, when a thought outside the first could
+        still reach the call's page (pool / 10 rows)."""
         statistics = await self.lexical_statistics(query, where)
         if statistics is None:
             return LexicalLeg([], 0.0)
-        parameters = {"pool": pool, **statistics.parameters(bm25), **where.parameters()}
         statement = _lexical_leg_statement(where.shape, len(statistics.lexemes))
-        result = await self._execute(statement, parameters)
-        rows = [LegRow(row.id, float(row.score), row.created_at) for row in result]
+        page = max(1, pool // 10)
+        rows: list[LegRow] = []
+        passes = (1, WIDER_PASS) if statistics.thoughts <= WIDER_PASS_MAX_THOUGHTS else (1,)
+        for widen in passes:
+            budget, cap = CANDIDATE_BUDGET * widen, CANDIDATE_CAP * widen
+            parameters = {"pool": pool, **statistics.parameters(bm25, budget, cap), **where.parameters()}
+            rows = [
+                LegRow(row.id, float(row.score), row.created_at) for row in await self._execute(statement, parameters)
+            ]
+            probed = statistics.probed(budget)
+            unreached = probed < len(statistics.lexemes) and (
+                len(rows) < page or rows[page - 1].score < statistics.unprobed_bound(probed, bm25)
+            )
+            if not unreached:
+                break
         return LexicalLeg(rows, statistics.idf_mass())
 
     async def page(
