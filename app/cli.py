@@ -15,6 +15,7 @@ from app.db.models import Role
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from app.main import DatabaseHandle
     from app.services.context import AppContext
 
 
@@ -74,15 +75,38 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _open_database(settings: Settings) -> DatabaseHandle:
+    """`open_database`, with the server and extension versions checked before migrating.
+
+    An old server would otherwise fail midway through a migration, or (pgvector 0.7) migrate and then
+    serve short pages for project-filtered searches; the message says what is needed and what was found.
+    """
+    from app.db import migrations
+    from app.db.requirements import DatabaseRequirementError, check_database
+    from app.main import open_database
+
+    handle = open_database(settings, migrate=False)
+    try:
+        check_database(handle.url)
+        migrations.upgrade(handle.url)
+    except DatabaseRequirementError as error:
+        handle.close()
+        raise SystemExit(str(error)) from None
+    except BaseException:
+        handle.close()  # the embedded server stops with its owner
+        raise
+    return handle
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     import uvicorn
 
-    from app.main import build_context, create_http_app, open_database
+    from app.main import build_context, create_http_app
 
     settings = settings.model_copy(update={k: v for k, v in (("host", args.host), ("port", args.port)) if v})
     if settings.auth.mode == "none" and settings.host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit("SYNAPTO_AUTH__MODE=none is refused unless the server binds to loopback")
-    handle = open_database(settings)
+    handle = _open_database(settings)
     try:
         app = create_http_app(settings, build_context(settings, handle.url))
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
@@ -91,9 +115,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
-    from app.main import background, build_context, build_server, local_principal, open_database
+    from app.main import background, build_context, build_server, local_principal
 
-    handle = open_database(settings)
+    handle = _open_database(settings)
 
     async def run() -> None:
         context = build_context(settings, handle.url)
@@ -108,9 +132,7 @@ def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
-    from app.main import open_database
-
-    open_database(settings).close()
+    _open_database(settings).close()
     print("database migrated to head", file=sys.stderr)
 
 
@@ -133,10 +155,10 @@ def cmd_prepare_model(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_reembed(args: argparse.Namespace, settings: Settings) -> None:
-    from app.main import build_context, open_database
+    from app.main import build_context
     from app.services.reembed import reembed_all
 
-    handle = open_database(settings)
+    handle = _open_database(settings)
     try:
         asyncio.run(reembed_all(build_context(settings, handle.url)))
     finally:
@@ -144,9 +166,9 @@ def cmd_reembed(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _with_database(settings: Settings, work: Callable[..., Awaitable[T]]) -> T:
-    from app.main import build_context, open_database
+    from app.main import build_context
 
-    handle = open_database(settings)
+    handle = _open_database(settings)
 
     async def run() -> T:
         context = build_context(settings, handle.url)
