@@ -18,8 +18,9 @@ import json
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.db.engine import Database, build_engine
@@ -45,6 +46,8 @@ class Legs:
     vector: list[tuple[str, float]]
     lexical: list[tuple[str, float]]
     idf_mass: float = 0.0  # Σ idf over the query's lexemes the scope knows: a thought holding each once scores it
+    feedback: list[tuple[str, float]] | None = None  # the lexical leg over the query + its first two fused rows
+    feedback_mass: float = 0.0
 
 
 Fusion = Callable[[Legs], list[str]]
@@ -108,6 +111,20 @@ def only(leg: str) -> Fusion:
     return fuse
 
 
+def with_feedback(fuse: Fusion) -> Fusion:
+    """Pseudo-relevance feedback on the lexical leg: the same fusion over the leg rerun with the query's text
+    plus the contents of its first two fused rows (a second lexical pass per search)."""
+
+    def fused(legs: Legs) -> list[str]:
+        if legs.feedback is None:
+            return fuse(legs)
+        return fuse(Legs(legs.kind, legs.relevant, legs.vector, legs.feedback, legs.feedback_mass))
+
+    return fused
+
+
+SHIPPED = rrf(depth=10, relative=0.7, adaptive=0.5)
+
 FUSIONS: dict[str, Fusion] = {
     "vector only": only("vector"),
     "lexical only": only("lexical"),
@@ -128,7 +145,8 @@ FUSIONS: dict[str, Fusion] = {
     "rrf k60 depth 10 relative 0.7": rrf(depth=10, relative=0.7),
     "rrf k60 depth 10 relative 0.7 adaptive 1": rrf(depth=10, relative=0.7, adaptive=1.0),
     "rrf k60 depth 10 relative 0.7 adaptive 2": rrf(depth=10, relative=0.7, adaptive=2.0),
-    "shipped: rrf k60 depth 10 relative 0.7 adaptive 0.5": rrf(depth=10, relative=0.7, adaptive=0.5),
+    "shipped: rrf k60 depth 10 relative 0.7 adaptive 0.5": SHIPPED,
+    "shipped + feedback (PRF) on the lexical leg": with_feedback(SHIPPED),
     "rrf k60 relative 0.7 adaptive 1": rrf(relative=0.7, adaptive=1.0),
     "rrf k20 depth 10": rrf(k=20, depth=10),
     "rrf k60 depth 10 lexical 0.7": rrf(depth=10, lexical_weight=0.7),
@@ -166,9 +184,8 @@ def report(name: str, questions: list[Legs], kinds: Sequence[str]) -> dict[str, 
     return table
 
 
-async def legs_of(
-    database: Any, query: str, cwd: str | None, runtime: Any, key_of: dict[str, str], bm25: Bm25
-) -> tuple[list[tuple[str, float]], list[tuple[str, float]], float]:
+async def legs_of(database: Any, query: str, cwd: str | None, runtime: Any, key_of: dict[str, str], bm25: Bm25) -> Legs:
+    """The question's legs as the service runs them, and the lexical leg once more with feedback."""
     pool = pool_size(LIMIT)
     vector = await runtime.embed_query(query)
     async with database.unit_of_work() as session:
@@ -177,10 +194,28 @@ async def legs_of(
         repository = SearchRepository(session)
         vector_rows: list[LegRow] = await repository.vector_leg(vector, runtime.profile.model_id, where, pool)
         lexical_rows, mass = await repository.lexical_leg(query, where, pool, bm25)
-    return (
-        [(key_of.get(str(row.id), "?"), 1.0 - row.score) for row in vector_rows],
-        [(key_of.get(str(row.id), "?"), row.score) for row in lexical_rows],
+        legs = Legs(
+            "",
+            set(),
+            [(str(row.id), 1.0 - row.score) for row in vector_rows],
+            [(str(row.id), row.score) for row in lexical_rows],
+            mass,
+        )
+        first = [uuid.UUID(key) for key in SHIPPED(legs)[:2]]
+        contents = [page.record.content for page in (await repository.page(first, None, None)).values()]
+        feedback_rows, feedback_mass = await repository.lexical_leg(" ".join([query, *contents]), where, pool, bm25)
+
+    def keyed(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        return [(key_of.get(key, "?"), score) for key, score in rows]
+
+    return Legs(
+        "",
+        set(),
+        keyed(legs.vector),
+        keyed(legs.lexical),
         mass,
+        keyed([(str(row.id), row.score) for row in feedback_rows]),
+        feedback_mass,
     )
 
 
@@ -195,18 +230,18 @@ async def run(url: str) -> dict[str, Any]:
         cwd_of, key_of = await load_conversations(caller, conversations, session.suffix)
         questions = []
         for question in conversations["questions"]:
-            vector, lexical, mass = await legs_of(
+            legs = await legs_of(
                 session.database, question["text"], cwd_of[question["dialogue"]], runtime, key_of, Bm25()
             )
-            questions.append(Legs(question["kind"], set(question["evidence"]), vector, lexical, mass))
+            questions.append(replace(legs, kind=question["kind"], relevant=set(question["evidence"])))
         results["conversation"] = report("conversation set", questions, conversation_data.KINDS)
         old = load_set(DATASET)
         cwd_old, key_old = await load_dataset(caller, old, session.suffix)
         old_questions = []
         for query in old["queries"]:
             cwd = cwd_old[query["project"]] if query["project"] is not None else None
-            vector, lexical, mass = await legs_of(session.database, query["text"], cwd, runtime, key_old, Bm25())
-            old_questions.append(Legs(query["kind"], set(query["relevant"]), vector, lexical, mass))
+            legs = await legs_of(session.database, query["text"], cwd, runtime, key_old, Bm25())
+            old_questions.append(replace(legs, kind=query["kind"], relevant=set(query["relevant"])))
         results["old"] = report("hand-written set", old_questions, ("paraphrase", "exact", "identifier"))
         await session.database.dispose()
         results["seconds"] = round(time.perf_counter() - started, 1)
@@ -225,10 +260,8 @@ async def run_notes(url: str, thoughts: int) -> dict[str, Any]:
     key_of = {str(thought_id): str(thought_id) for thought_id in store.ids}
     replayed = []
     for question in questions:
-        vector, lexical, mass = await legs_of(
-            database, question.text, cwd_of[question.project], runtime, key_of, Bm25()
-        )
-        replayed.append(Legs(question.form, {str(question.target)}, vector, lexical, mass))
+        legs = await legs_of(database, question.text, cwd_of[question.project], runtime, key_of, Bm25())
+        replayed.append(replace(legs, kind=question.form, relevant={str(question.target)}))
     await database.dispose()
     return report(f"notes at {thoughts} (hit@5 / hit@10)", replayed, ("short", "full"))
 
