@@ -7,6 +7,7 @@ import asyncio
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from app.config import Settings, load_settings
@@ -67,11 +68,18 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--user", required=True)
     create.add_argument("--role", choices=[role.value for role in Role])
     create.add_argument("--label")
+    create.add_argument("--expires", help=EXPIRES_HELP)
     create.set_defaults(handler=cmd_token_create)
     token.add_parser("list", help="list tokens (never their values)").set_defaults(handler=cmd_token_list)
     revoke = token.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("token_id")
     revoke.set_defaults(handler=cmd_token_revoke)
+    rotate = token.add_parser(
+        "rotate", help="revoke a token and print its successor (same user, role and label) on stdout"
+    )
+    rotate.add_argument("token_id")
+    rotate.add_argument("--expires", help=EXPIRES_HELP)
+    rotate.set_defaults(handler=cmd_token_rotate)
     return parser
 
 
@@ -183,18 +191,66 @@ def _with_database(settings: Settings, work: Callable[..., Awaitable[T]]) -> T:
         handle.close()
 
 
+EXPIRES_HELP = (
+    "lifetime (12h, 30d, 90d, 1y), an ISO date (2027-06-30, its start in UTC) or `never`;"
+    " default: SYNAPTO_AUTH__TOKEN_LIFETIME_DAYS days (90 unless set)"
+)
+
+
+def _expires_at(args: argparse.Namespace, settings: Settings) -> datetime | None:
+    """`--expires`, checked before the database is opened (a typo costs no embedded PostgreSQL start)."""
+    from app.errors import AppError
+    from app.services.auth import parse_expiry
+
+    try:
+        return parse_expiry(args.expires, datetime.now(UTC), settings.auth.token_lifetime_days)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+
+
+def _expiry_text(expires_at: datetime | None) -> str:
+    return f"expires {expires_at:%Y-%m-%d %H:%M} UTC" if expires_at else "never expires"
+
+
 def cmd_token_create(args: argparse.Namespace, settings: Settings) -> None:
     from app.services.auth import AuthService
+
+    expires_at = _expires_at(args, settings)
 
     async def work(context: AppContext) -> str:
         async with context.db.unit_of_work() as session:
             token, user = await AuthService(session).create_token(
-                args.user, Role(args.role) if args.role else None, args.label
+                args.user, Role(args.role) if args.role else None, args.label, expires_at
             )
-        print(f"token created for user '{user.name}' (role {user.role.value})", file=sys.stderr)
+        print(
+            f"token created for user '{user.name}' (role {user.role.value}); {_expiry_text(expires_at)}",
+            file=sys.stderr,
+        )
         return token
 
     print(_with_database(settings, work))
+
+
+def cmd_token_rotate(args: argparse.Namespace, settings: Settings) -> None:
+    from app.errors import AppError
+    from app.services.auth import AuthService, RotatedToken
+
+    expires_at = _expires_at(args, settings)
+
+    async def work(context: AppContext) -> RotatedToken:
+        async with context.db.unit_of_work() as session:
+            return await AuthService(session).rotate(args.token_id, expires_at)
+
+    try:
+        rotated = _with_database(settings, work)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+    print(
+        f"token {args.token_id} revoked; its successor {rotated.token_id} for user '{rotated.user.name}'"
+        f" (role {rotated.user.role.value}) {_expiry_text(rotated.expires_at)}",
+        file=sys.stderr,
+    )
+    print(rotated.token)
 
 
 def cmd_token_list(args: argparse.Namespace, settings: Settings) -> None:
@@ -204,9 +260,13 @@ def cmd_token_list(args: argparse.Namespace, settings: Settings) -> None:
         async with context.db.unit_of_work() as session:
             rows = await AuthService(session).list_tokens()
         for row in rows:
-            state = "revoked" if row.revoked_at else "active"
+            state = "revoked" if row.revoked_at else "expired" if row.expired else "active"
+            expires = f"expires {row.expires_at:%Y-%m-%d %H:%M}" if row.expires_at else "no expiry"
             used = f"used {row.last_used_at:%Y-%m-%d %H:%M}" if row.last_used_at else "never used"
-            print(f"{row.id}  {row.user_name:<20} {row.role.value:<7} {state:<8} {used:<22} {row.label or ''}")
+            print(
+                f"{row.id}  {row.user_name:<20} {row.role.value:<7} {state:<8} {expires:<24} {used:<22}"
+                f" {row.label or ''}".rstrip()
+            )
 
     _with_database(settings, work)
 

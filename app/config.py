@@ -14,6 +14,9 @@ DEFAULT_CACHE_DIR = Path("~/.cache/synaptomind/models").expanduser()
 
 class AuthSettings(BaseModel):
     mode: Literal["token", "none"] = "token"
+    # `token create` / `token rotate` without --expires: a token that never expires must be asked for
+    # (`--expires never`), so there is no "0 = never" here.
+    token_lifetime_days: int = Field(default=90, ge=1, le=36_500)
 
 
 class EmbeddingSettings(BaseModel):

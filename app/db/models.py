@@ -1,4 +1,4 @@
-"""ORM models: the whole data model (DESIGN.md §4). Alembic owns the schema built from these.
+"""ORM models: the whole data model (docs/ARCHITECTURE.md, "Data model"). Alembic owns the schema built from these.
 
 Every table that grows with use carries project_id so it can be distributed by project later.
 """
@@ -117,8 +117,10 @@ class ApiToken(Base):
     token_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
     label: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = _created_at()
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # batched, app.services.auth
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # NULL = never (migration 0010: the tokens from before it keep working); checked on every request.
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Project(Base):
@@ -280,7 +282,8 @@ class ThoughtHit(Base):
 class ContentClaim(Base):
     """Which new thought claimed a (project, content): the unique key that makes concurrent creates of one
     content queue behind each other. Only create paths write it, so it is a hint: its thought may have been
-    archived, edited, moved or deleted since (DESIGN.md §9: a live duplicate is what counts)."""
+    archived, edited, moved or deleted since (docs/mcp-tools.md, memory_store action=create: a live duplicate is
+    what counts)."""
 
     __tablename__ = "thought_content_claim"
     project_id: Mapped[uuid.UUID] = mapped_column(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
@@ -42,11 +42,13 @@ class LocalPrincipal:
 class BearerAuthMiddleware:
     """401 before any tool runs; the authenticated principal rides in the ASGI scope."""
 
-    def __init__(self, app: ASGIApp, context: AppContext, local: LocalPrincipal | None) -> None:
+    def __init__(
+        self, app: ASGIApp, context: AppContext, local: LocalPrincipal | None, usage: TokenUsage | None = None
+    ) -> None:
         self.app = app
         self.context = context
         self.local = local
-        self.usage = TokenUsage()
+        self.usage = usage if usage is not None else TokenUsage()  # written by whoever runs `usage.flushing`
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
@@ -221,14 +223,17 @@ def build_http_app(
         max_request_body_size=max_body_bytes,
     )
 
+    usage = TokenUsage()
+
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
-        async with server.session_manager.run():
-            if lifespan is None:
-                yield
-            else:
-                async with lifespan(app):
-                    yield
+        async with server.session_manager.run(), AsyncExitStack() as stack:
+            if lifespan is not None:
+                await stack.enter_async_context(lifespan(app))
+            # Entered last, left first: the final flush of the tokens' last uses runs before the outer lifespan
+            # disposes of the engine.
+            await stack.enter_async_context(usage.flushing(context.db))
+            yield
 
     routes = [
         Route("/health", health_endpoint(context), methods=["GET"]),
@@ -239,4 +244,4 @@ def build_http_app(
     ]
     starlette = Starlette(routes=routes, lifespan=run)
     # Inside the token check: an unauthenticated request still gets its 401 first, whatever its Host.
-    return BearerAuthMiddleware(HostOriginMiddleware(starlette, security), context, local)
+    return BearerAuthMiddleware(HostOriginMiddleware(starlette, security), context, local, usage)

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ TOOL_NAMES = [
     "memory_guide",
 ]
 NO_CWD = "no cwd — the answer spans every project"
+HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -301,21 +303,32 @@ INITIALIZE = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-async def test_missing_bad_and_revoked_tokens_get_401(server: RunningServer) -> None:
+async def test_missing_bad_revoked_and_expired_tokens_get_the_same_401(server: RunningServer) -> None:
     revoked = await server.token_for("gone", Role.writer)
+    async with server.database.unit_of_work() as session:
+        expired, _ = await AuthService(session).create_token("late", Role.writer, "e2e", datetime.now(UTC) + HOUR)
     async with httpx2.AsyncClient(base_url=server.base_url, timeout=10) as http:
-        before = await http.get("/api/health-check", headers={"Authorization": f"Bearer {revoked}"})
-        assert before.status_code == 200, before.text
+        for token in (revoked, expired):
+            before = await http.get("/api/health-check", headers={"Authorization": f"Bearer {token}"})
+            assert before.status_code == 200, before.text
         async with server.database.unit_of_work() as session:
             auth = AuthService(session)
             [row] = [row for row in await auth.list_tokens() if row.user_name == "gone"]
             await auth.revoke(str(row.id))
+            # Its hour passes: expires_at is checked on every request, not when the token was first seen.
+            await session.execute(
+                text(
+                    "UPDATE api_token SET expires_at = now() - interval '1 second'"
+                    " FROM app_user WHERE app_user.id = api_token.user_id AND app_user.name = 'late'"
+                )
+            )
         cases: dict[str, dict[str, str]] = {
             "none": {},
             "bad": {"Authorization": "Bearer smt_not-a-real-token"},
             "empty": {"Authorization": "Bearer"},
             "not bearer": {"Authorization": f"Basic {server.admin_token}"},
             "revoked": {"Authorization": f"Bearer {revoked}"},
+            "expired": {"Authorization": f"Bearer {expired}"},
         }
         for name, headers in cases.items():
             answer = await http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
@@ -333,23 +346,27 @@ async def test_missing_bad_and_revoked_tokens_get_401(server: RunningServer) -> 
     assert await server.count("thought") == 0
 
 
-async def test_a_token_in_use_shows_when_it_was_last_used(server: RunningServer) -> None:
-    """Written on its first use, then at most once a minute per process (not on every request)."""
-    token = await server.token_for("user-of-the-day", Role.reader)
+async def test_a_token_in_use_shows_when_it_was_last_used(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    """Not written by the requests: kept in memory, flushed once a minute and when the server stops."""
+    async with clean_database.unit_of_work() as session:
+        token, _ = await AuthService(session).create_token("user-of-the-day", Role.reader, "e2e")
 
     async def last_used() -> Any:
-        async with server.database.unit_of_work() as session:
+        async with clean_database.unit_of_work() as session:
             [row] = [row for row in await AuthService(session).list_tokens() if row.user_name == "user-of-the-day"]
             return row.last_used_at
 
-    assert await last_used() is None
-    async with httpx2.AsyncClient(base_url=server.base_url, timeout=10) as http:
-        headers = {"Authorization": f"Bearer {token}"}
-        assert (await http.get("/api/health-check", headers=headers)).status_code == 200
-        first = await last_used()
-        assert first is not None
-        assert (await http.get("/api/health-check", headers=headers)).status_code == 200
-    assert await last_used() == first
+    started = datetime.now(UTC)
+    async with run_server(database_url, clean_database, tmp_path) as running:
+        async with httpx2.AsyncClient(base_url=running.base_url, timeout=10) as http:
+            headers = {"Authorization": f"Bearer {token}"}
+            for _ in range(5):
+                assert (await http.get("/api/health-check", headers=headers)).status_code == 200
+        assert await last_used() is None  # within the minute: nothing written yet
+    used = await last_used()  # the shutdown's flush
+    assert used is not None and started < used < datetime.now(UTC)
 
 
 async def test_health_needs_no_token(server: RunningServer) -> None:

@@ -155,6 +155,46 @@ async def test_the_bm25_statistics_are_counted_for_existing_thoughts(scratch_url
     assert terms == {"cat": 2, "chase": 1, "sleep": 1}
 
 
+async def test_tokens_from_before_expiry_never_expire(scratch_url: str) -> None:
+    """0010 adds `api_token.expires_at` as NULL (never) for the tokens that exist: nobody is locked out."""
+    await asyncio.to_thread(migrations.downgrade, scratch_url, "base")
+    await asyncio.to_thread(migrations.upgrade, scratch_url, "b7c3e5a91d2f")
+    engine = await _engine(scratch_url)
+    try:
+        async with engine.begin() as connection:
+            user = (
+                await connection.execute(
+                    text(
+                        "INSERT INTO app_user (id, name, role) VALUES (gen_random_uuid(), 'old', 'reader') RETURNING id"
+                    )
+                )
+            ).scalar_one()
+            await connection.execute(
+                text("INSERT INTO api_token (id, user_id, token_hash) VALUES (gen_random_uuid(), :u, :h)"),
+                {"u": user, "h": bytes(32)},
+            )
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+        async with engine.connect() as connection:
+            expiries = (await connection.execute(text("SELECT expires_at FROM api_token"))).scalars().all()
+        await asyncio.to_thread(migrations.downgrade, scratch_url, "b7c3e5a91d2f")
+        async with engine.connect() as connection:
+            columns = (
+                (
+                    await connection.execute(
+                        text("SELECT column_name FROM information_schema.columns WHERE table_name = 'api_token'")
+                    )
+                )
+                .scalars()
+                .all()
+            )
+            tokens = (await connection.execute(text("SELECT count(*) FROM api_token"))).scalar_one()
+    finally:
+        await engine.dispose()
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+    assert expiries == [None]
+    assert "expires_at" not in columns and tokens == 1  # the downgrade drops the column, not the tokens
+
+
 # ---------------------------------------------------------------- drift
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import LargeBinary, bindparam, func, insert, select, update
+from sqlalchemy import LargeBinary, bindparam, false, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import execute_core
@@ -15,16 +16,38 @@ from app.db.models import ApiToken, AppUser, Role
 from app.db.records import Principal
 from app.ids import new_id
 
-_TOUCH_TOKEN = (
-    update(ApiToken).where(ApiToken.id == bindparam("token_id")).values(last_used_at=func.now())
-).execution_options(synchronize_session=False)
+# The uses app.services.auth.TokenUsage collected, in one statement whatever their number. unnest over two
+# arrays rather than a VALUES list: one statement text for any batch size (asyncpg prepares it once), typed by
+# the casts. A later use never goes back in time: another replica may have written a newer one.
+_RECORD_TOKEN_USES = text(
+    "UPDATE api_token AS token SET last_used_at = used.at"
+    " FROM unnest(CAST(:ids AS uuid[]), CAST(:ats AS timestamptz[])) AS used (id, at)"
+    " WHERE token.id = used.id AND (token.last_used_at IS NULL OR token.last_used_at < used.at)"
+)
 
-# Every HTTP request checks its token: the statement is built once.
-_PRINCIPAL_FOR_TOKEN = (
-    select(AppUser.id, AppUser.name, AppUser.role, ApiToken.id.label("token_id"))
+# Every HTTP request checks its token: the statement is built once. An expired token is still found (and
+# refused by the caller), so the server can log which token expired; the database's clock decides.
+_TOKEN_FOR_HASH = (
+    select(
+        AppUser.id,
+        AppUser.name,
+        AppUser.role,
+        ApiToken.id.label("token_id"),
+        ApiToken.expires_at,
+        func.coalesce(ApiToken.expires_at <= func.now(), false()).label("expired"),
+    )
     .join(ApiToken, ApiToken.user_id == AppUser.id)
     .where(ApiToken.token_hash == bindparam("token_hash", type_=LargeBinary), ApiToken.revoked_at.is_(None))
 )
+
+
+@dataclass(frozen=True)
+class TokenMatch:
+    """An unrevoked token found by its hash; `expired` ones must be refused like unknown ones."""
+
+    principal: Principal
+    expires_at: datetime | None
+    expired: bool
 
 
 @dataclass(frozen=True)
@@ -36,6 +59,8 @@ class TokenRow:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    expires_at: datetime | None
+    expired: bool  # by the database's clock, as the bearer check sees it
 
 
 class UserRepository:
@@ -63,19 +88,43 @@ class UserRepository:
     async def set_role(self, user_id: uuid.UUID, role: Role) -> None:
         await self.session.execute(update(AppUser).where(AppUser.id == user_id).values(role=role))
 
-    async def insert_token(self, user_id: uuid.UUID, token_hash: bytes, label: str | None) -> uuid.UUID:
+    async def insert_token(
+        self, user_id: uuid.UUID, token_hash: bytes, label: str | None, expires_at: datetime | None = None
+    ) -> uuid.UUID:
         token_id = new_id()
         await self.session.execute(
-            insert(ApiToken).values(id=token_id, user_id=user_id, token_hash=token_hash, label=label)
+            insert(ApiToken).values(
+                id=token_id, user_id=user_id, token_hash=token_hash, label=label, expires_at=expires_at
+            )
         )
         return token_id
 
-    async def principal_for_token(self, token_hash: bytes) -> Principal | None:
-        row = (await execute_core(self.session, _PRINCIPAL_FOR_TOKEN, {"token_hash": token_hash})).first()
-        return Principal(user_id=row.id, name=row.name, role=row.role, token_id=row.token_id) if row else None
+    async def token_for_hash(self, token_hash: bytes) -> TokenMatch | None:
+        row = (await execute_core(self.session, _TOKEN_FOR_HASH, {"token_hash": token_hash})).first()
+        if row is None:
+            return None
+        principal = Principal(user_id=row.id, name=row.name, role=row.role, token_id=row.token_id)
+        return TokenMatch(principal, row.expires_at, bool(row.expired))
 
-    async def touch_token(self, token_id: uuid.UUID) -> None:
-        await self.session.execute(_TOUCH_TOKEN, {"token_id": token_id})
+    async def record_token_uses(self, uses: Mapping[uuid.UUID, datetime]) -> int:
+        """Write each token's last use in one UPDATE; the number of tokens whose date moved."""
+        ids = sorted(uses)  # one lock order across replicas flushing overlapping sets
+        result = await self.session.execute(_RECORD_TOKEN_USES, {"ids": ids, "ats": [uses[i] for i in ids]})
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def lock_active_token(self, token_id: uuid.UUID) -> tuple[Principal, str | None] | None:
+        """An unrevoked token's user and label, the row locked until commit (so one rotation wins)."""
+        row = (
+            await self.session.execute(
+                select(AppUser.id, AppUser.name, AppUser.role, ApiToken.label)
+                .join(ApiToken, ApiToken.user_id == AppUser.id)
+                .where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
+                .with_for_update(of=ApiToken)
+            )
+        ).first()
+        if row is None:
+            return None
+        return Principal(user_id=row.id, name=row.name, role=row.role), row.label
 
     async def list_tokens(self) -> list[TokenRow]:
         statement = (
@@ -87,6 +136,8 @@ class UserRepository:
                 ApiToken.created_at,
                 ApiToken.last_used_at,
                 ApiToken.revoked_at,
+                ApiToken.expires_at,
+                func.coalesce(ApiToken.expires_at <= func.now(), false()).label("expired"),
             )
             .join(AppUser, AppUser.id == ApiToken.user_id)
             .order_by(ApiToken.created_at)
