@@ -66,7 +66,7 @@ from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.mcp.registry import CallContext
-from app.mcp.tools.recall_search import search_service
+from app.mcp.tools.recall.handlers import search_service
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 from app.services.jobs import refresh_thought_estimates

@@ -349,7 +349,7 @@ async def test_a_database_outage_is_a_retryable_503(
 
 # ---------------------------------------------------------------- memory_guide
 
-GUIDE_FILE_TEXT = (Path(guide.__file__).resolve().parent.parent / "guide.md").read_text(encoding="utf-8")
+GUIDE_FILE_TEXT = (Path(guide.__file__).resolve().parents[2] / "guide.md").read_text(encoding="utf-8")
 
 
 async def test_memory_guide_answers_raw_text(reader: ToolCaller) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.db.records import ThoughtRecord
 from app.db.repositories.neighbours import NeighbourProbe
@@ -13,15 +13,12 @@ from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import previewed_arguments, uuid_arg
+from app.mcp.tools.crystallize.args import TOOL, AutoClusterArgs, ClusterArgs, GraphArgs
 from app.services.clusters import ClusterService
 from app.services.previews import PreviewService
 from app.services.scope import normalize_path, resolve_read_scope
 from app.services.store import check_content, normalize_tags
 
-if TYPE_CHECKING:
-    from app.mcp.tools.crystallize import AutoClusterArgs, ClusterArgs, GraphArgs
-
-TOOL = "memory_crystallize"
 DEFAULT_GRAPH_LIMIT = 500
 NODE_FIELDS = ("id", "label", "title", "group", "tags", "category", "status", "is_cluster", "project_name")
 COMPACT_NODE_FIELDS = ("id", "label", "status", "is_cluster")

@@ -1,62 +1,20 @@
-"""memory_manage: projects (list, create, update, delete, resolve)."""
+"""memory_manage handlers: list, create, update, delete, resolve."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field, StringConstraints
-
-from app.db.models import Role
 from app.errors import bad_request
 from app.mcp.envelope import Meta, collection, preview_meta, single
-from app.mcp.registry import Action, ActionArgs, CallContext, ToolAnswer, ToolSpec
+from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import shape_project
 from app.mcp.tools.common import (
-    COMMON_FIELD_DOCS,
-    DESTRUCTIVE,
-    ConfirmArgs,
-    CwdStr,
-    IdStr,
     previewed_arguments,
     uuid_arg,
 )
+from app.mcp.tools.manage.args import TOOL, CreateArgs, DeleteArgs, ListArgs, ResolveArgs, UpdateArgs
 from app.services.previews import PreviewService
 from app.services.projects import ProjectService
-
-TOOL = "memory_manage"
-NameStr = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]
-PathStr = Annotated[str, StringConstraints(max_length=512)]  # ≤ 2 kB of UTF-8: fits the unique index
-DescriptionStr = Annotated[str, StringConstraints(max_length=2000)]
-
-
-class ListArgs(ActionArgs):
-    action: Literal["list"]
-    fields: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(default=None, max_length=16)
-
-
-class CreateArgs(ActionArgs):
-    action: Literal["create"]
-    name: NameStr
-    local_path: PathStr | None = None
-    description: DescriptionStr | None = None
-
-
-class UpdateArgs(ActionArgs):
-    action: Literal["update"]
-    project_id: IdStr
-    name: NameStr | None = None
-    local_path: PathStr | None = None
-    description: DescriptionStr | None = None
-
-
-class DeleteArgs(ConfirmArgs):
-    action: Literal["delete"]
-    project_id: IdStr
-
-
-class ResolveArgs(ActionArgs):
-    action: Literal["resolve"]
-    cwd: CwdStr | None = None
 
 
 async def list_projects(args: ListArgs, ctx: CallContext) -> ToolAnswer:
@@ -142,26 +100,3 @@ async def resolve_project(args: ResolveArgs, ctx: CallContext) -> ToolAnswer:
     item = None if project is None else {"id": str(project.id), "name": project.name, "local_path": project.local_path}
     meta = Meta("resolve", reason=None if project else "no_match")
     return ToolAnswer(single(meta, item))
-
-
-SPEC = ToolSpec(
-    name=TOOL,
-    description=(
-        "Projects. list; create {name, local_path?, description?}; update {project_id, name?, local_path?, "
-        "description?} (admin); delete {project_id} previews, then confirm=true+preview_token moves its "
-        "thoughts to the default project (admin); resolve {cwd} → the project a path belongs to."
-    ),
-    actions=(
-        Action("list", ListArgs, list_projects),
-        Action("create", CreateArgs, create_project, Role.writer),
-        Action("update", UpdateArgs, update_project, Role.admin),
-        Action("delete", DeleteArgs, delete_project, Role.admin),
-        Action("resolve", ResolveArgs, resolve_project),
-    ),
-    annotations=DESTRUCTIVE,
-    field_docs={
-        **COMMON_FIELD_DOCS,
-        "cwd": "path to resolve (required for resolve)",
-        "fields": "only these project fields",
-    },
-)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
@@ -11,14 +11,11 @@ from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import previewed_arguments, uuid_arg
+from app.mcp.tools.retention.args import TOOL, CompactArgs, DeleteArgs, ListArgs, ProtectArgs
 from app.services.previews import PreviewService
 from app.services.retention import Dependent, RetentionRule, RetentionService
 from app.services.store import check_content, normalize_tags
 
-if TYPE_CHECKING:
-    from app.mcp.tools.retention import CompactArgs, DeleteArgs, ListArgs, ProtectArgs
-
-TOOL = "retention_review"
 CONTENT_CUT = 200
 
 

@@ -1,34 +1,17 @@
-"""memory_primers: list and delete the always-at-hand set."""
+"""memory_primers handlers: list, delete."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from app.db.models import Role
 from app.db.repositories.audit import AuditRepository
 from app.mcp.envelope import Meta, collection, preview_meta, single
-from app.mcp.registry import Action, ActionArgs, CallContext, ToolAnswer, ToolSpec
+from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.tools.common import (
-    COMMON_FIELD_DOCS,
-    DESTRUCTIVE,
-    ConfirmArgs,
-    IdStr,
     previewed_arguments,
     uuid_arg,
 )
+from app.mcp.tools.primers.args import TOOL, DeleteArgs, ListArgs
 from app.services.previews import PreviewService
 from app.services.primers import PrimerService
-
-TOOL = "memory_primers"
-
-
-class ListArgs(ActionArgs):
-    action: Literal["list"]
-
-
-class DeleteArgs(ConfirmArgs):
-    action: Literal["delete"]
-    primer_id: IdStr
 
 
 async def list_primers(args: ListArgs, ctx: CallContext) -> ToolAnswer:
@@ -70,18 +53,3 @@ async def delete_primer(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
         "instruction": instruction,
     }
     return ToolAnswer(single(Meta("delete", preview=preview_meta(token, consequence, instruction)), item))
-
-
-SPEC = ToolSpec(
-    name=TOOL,
-    description=(
-        "Primers: thoughts promoted after repeated recalls. list → most-hit first; delete {primer_id} "
-        "removes the primer (never the thought): previews, then confirm=true+preview_token."
-    ),
-    actions=(
-        Action("list", ListArgs, list_primers, Role.reader),
-        Action("delete", DeleteArgs, delete_primer, Role.writer),
-    ),
-    annotations=DESTRUCTIVE,
-    field_docs=dict(COMMON_FIELD_DOCS),
-)

@@ -1,133 +1,32 @@
-"""memory_status propose and the edge_review queue actions."""
+"""edge_review handlers: the placement proposal queue."""
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from app.db.records import ProjectRecord, ThoughtRecord
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
-from app.embedding.profiles import E5_SMALL
 from app.errors import AppError, bad_request, not_found
 from app.formats import iso
 from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.tools.common import previewed_arguments, uuid_arg
-from app.services.placement import PlacementEngine, Plan, Subject
+from app.mcp.tools.edge_review.args import (
+    TOOL,
+    ApplyArgs,
+    ApplyBatchArgs,
+    EnqueueArgs,
+    ListArgs,
+    RejectArgs,
+    RollbackArgs,
+)
+from app.mcp.tools.placement import neighbour_threshold, placement_subject
+from app.services.placement import PlacementEngine
 from app.services.previews import PreviewService
 from app.services.proposals import Proposal, ProposalService
-from app.services.scope import (
-    UNRESOLVED_SCOPE,
-    normalize_path,
-    resolve_read_scope,
-    scope_of,
-    unknown_cwd_prefix,
-)
-
-if TYPE_CHECKING:
-    from app.mcp.tools.edge_review import (
-        ApplyArgs,
-        ApplyBatchArgs,
-        EnqueueArgs,
-        ListArgs,
-        RejectArgs,
-        RollbackArgs,
-    )
-    from app.mcp.tools.status import ProposeArgs
-
-TOOL = "edge_review"
-SLIM_EDGES = 3
-PIN_THOUGHT = (
-    "propose is not cross-project: the plan is restricted to the project the addressed thought (thought_id) belongs to"
-)
-PIN_DRAFT = "propose is not cross-project: the plan is restricted to the default project (draft content)"
-
-
-def neighbour_threshold(ctx: CallContext) -> float:
-    profile = ctx.app.embedding.profile
-    if profile is None or profile.model_id == E5_SMALL:
-        return 0.75
-    return profile.unrelated_floor + 0.1
-
-
-async def _subject(ctx: CallContext, session: AsyncSession, thought: ThoughtRecord | None, content: str) -> Subject:
-    vector = None
-    profile = ctx.app.embedding.profile
-    if thought is not None and profile is not None and thought.embedding_model == profile.model_id:
-        vector = await ctx.app.embedding.embed_passages([thought.content])
-    elif profile is not None:
-        vector = await ctx.app.embedding.embed_passages([content])
-    return Subject(thought, content, thought.created_at if thought else None, vector[0] if vector else None)
-
-
-def shape_plan(plan: Plan, full: bool, max_edges: int | None) -> dict[str, Any]:
-    """Slim (top 3 edges, no signals) unless `full` (compact=false or include_signals=true: every edge, signals)."""
-    limit = max_edges or (len(plan.edges) if full else SLIM_EDGES)
-    edges = []
-    for edge in plan.edges[:limit]:
-        entry: dict[str, Any] = {
-            "target_id": str(edge.target.id),
-            "type": edge.type.value,
-            "confidence": edge.confidence,
-            "rationale": edge.rationale,
-        }
-        if full:
-            entry["target_content"] = edge.target.content
-            entry["signals"] = edge.signals
-        edges.append(entry)
-    return {
-        "project_id": str(plan.project_id),
-        "placement": plan.placement,
-        "edges": edges,
-        "lifecycle": plan.lifecycle,
-        "degraded": plan.degraded,
-    }
-
-
-async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
-    if (args.thought_id is None) == (args.content is None or not args.content.strip()):
-        raise bad_request("memory_status action=propose needs exactly one of 'thought_id' or 'content'")
-    async with ctx.app.db.unit_of_work() as session:
-        projects = ProjectRepository(session)
-        thought = None
-        if args.thought_id is not None:
-            thought = await ThoughtRepository(session).get(uuid_arg(args.thought_id, "thought_id"))
-            if thought is None:
-                raise not_found(f"Thought {args.thought_id} not found")
-        path = normalize_path(args.cwd or "")
-        resolved = await projects.find_for_path(path) if path else None
-        pinned: ProjectRecord | None = resolved
-        if pinned is None and thought is not None:
-            pinned = await projects.get(thought.project_id)
-        if pinned is None:  # no thought, or its project was deleted (its thoughts moved to the default) meanwhile
-            pinned = await projects.ensure_default()
-        subject = await _subject(ctx, session, thought, thought.content if thought else (args.content or ""))
-        profile = ctx.app.embedding.profile
-        plan = await PlacementEngine(session, neighbour_threshold(ctx)).plan(
-            subject, pinned.id, profile.model_id if profile else None
-        )
-    clause = PIN_THOUGHT if thought is not None else PIN_DRAFT
-    warnings: list[str] = []
-    scope: dict[str, Any] | None = scope_of(resolved) if resolved else None
-    if not path:
-        warnings.append(f"no cwd — {clause}")
-    elif resolved is None:
-        warnings.append(f"{unknown_cwd_prefix(args.cwd or path)} — {clause}")
-        scope = dict(UNRESOLVED_SCOPE)
-    item = shape_plan(plan, args.compact is False or args.include_signals, args.max_edges)
-    if args.fields:
-        item = {key: value for key, value in item.items() if key in args.fields}
-    meta = Meta("propose", scope=scope, warnings=warnings, degraded=plan.degraded)
-    answer = single(meta, item)
-    answer["meta"]["counts"]["total"] = len(plan.edges)
-    return ToolAnswer(answer)
-
-
-# ---------------------------------------------------------------- edge_review
+from app.services.scope import normalize_path, resolve_read_scope
 
 
 def shape_proposal(proposal: Proposal) -> dict[str, Any]:
@@ -161,7 +60,7 @@ async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
         path = normalize_path(args.cwd or "")
         resolved = await ProjectRepository(session).find_for_path(path) if path else None
         project_id = resolved.id if resolved else thought.project_id
-        subject = await _subject(ctx, session, thought, thought.content)
+        subject = await placement_subject(ctx, session, thought, thought.content)
         profile = ctx.app.embedding.profile
         plan = await PlacementEngine(session, neighbour_threshold(ctx)).plan(
             subject, project_id, profile.model_id if profile else None

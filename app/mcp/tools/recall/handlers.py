@@ -1,8 +1,8 @@
-"""memory_recall handlers that rank or walk: search, clusters, context, chain."""
+"""memory_recall handlers: search, get, context, chain, clusters, list."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -15,16 +15,15 @@ from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
+from app.mcp.tools.paging import PageRequest, thought_page
+from app.mcp.tools.recall.args import ChainArgs, ClustersArgs, ContextArgs, GetArgs, ListArgs, ReadArgs, SearchArgs
 from app.services.graph import ChainStep, GraphService
 from app.services.hits import HitService
 from app.services.id_lookup import parse_id_query
-from app.services.recall import Neighbour
+from app.services.recall import Neighbour, RecallService
 from app.services.relevance import Calibration
 from app.services.scope import ReadScope, resolve_read_scope
 from app.services.search import Hit, QueryVector, SearchOutcome, SearchQuery, SearchService
-
-if TYPE_CHECKING:
-    from app.mcp.tools.recall import ChainArgs, ClustersArgs, ContextArgs, ReadArgs, SearchArgs
 
 CHAIN_CAP = 200
 
@@ -270,3 +269,34 @@ async def chain(args: ChainArgs, ctx: CallContext) -> ToolAnswer:
         "downstream": _chain_steps(downstream, shape),
     }
     return ToolAnswer(single(Meta("chain"), item))
+
+
+async def get_thought(args: GetArgs, ctx: CallContext) -> ToolAnswer:
+    thought_id = uuid_arg(args.thought_id, "thought_id")
+    async with ctx.app.db.unit_of_work() as session:
+        hits = HitService(session, ctx.app.limits.primer_threshold)
+        found = await RecallService(session, hits).get(thought_id, args.include_edges, ctx.app.limits.graph_max_degree)
+        ids = [found.thought.id, *(n.thought.id for n in [*found.upstream, *found.downstream])]
+        links = await UrlLinkRepository(session).for_thoughts(ids) if args.include_url_links else None
+    shape = _shaper(args, links)
+    item = shape(found.thought)
+    if args.include_edges:
+        item["upstream"] = _steps(found.upstream, shape)
+        item["downstream"] = _steps(found.downstream, shape)
+    return ToolAnswer(single(Meta("get"), item))
+
+
+async def list_thoughts(args: ListArgs, ctx: CallContext) -> ToolAnswer:
+    request = PageRequest(
+        "list",
+        args.cwd,
+        args.status,
+        args.limit,
+        args.offset,
+        args.compact is not False,
+        args.fields,
+        args.include_url_links,
+        args.tag,
+        args.is_cluster,
+    )
+    return await thought_page(ctx, request)

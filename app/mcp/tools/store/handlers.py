@@ -1,23 +1,165 @@
-"""memory_store edge actions: link, link_batch, unlink, unlink_batch, retype."""
+"""memory_store handlers: create, update, bulk_create, link, link_batch, unlink, unlink_batch, retype."""
 
 from __future__ import annotations
 
+import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pydantic import ValidationError
 
 from app.db.repositories.audit import AuditRepository
-from app.errors import AppError, not_found
+from app.db.repositories.projects import ProjectRepository
+from app.errors import AppError, bad_request, not_found
 from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.mcp.registry import CallContext, ToolAnswer
-from app.mcp.shaping import shape_edge
+from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import previewed_arguments, uuid_arg
+from app.mcp.tools.store.args import (
+    TOOL,
+    BulkCreateArgs,
+    CreateArgs,
+    LinkArgs,
+    LinkBatchArgs,
+    RetypeArgs,
+    ThoughtInput,
+    UnlinkArgs,
+    UnlinkBatchArgs,
+    UpdateArgs,
+)
+from app.services.context import Limits
 from app.services.edges import EdgeService, edge_not_found
 from app.services.previews import PreviewService
+from app.services.scope import normalize_path, resolve_write_project, scope_of
+from app.services.store import (
+    EMBED_INSERT_CHUNK,
+    NewThought,
+    StoreService,
+    check_content,
+    check_status,
+    normalize_tags,
+    parse_parent,
+)
 
-if TYPE_CHECKING:
-    from app.mcp.tools.store import LinkArgs, LinkBatchArgs, RetypeArgs, UnlinkArgs, UnlinkBatchArgs
+logger = logging.getLogger(__name__)
 
-TOOL = "memory_store"
+
+def to_new_thought(row: ThoughtInput, limits: Limits, prefix: str = "") -> NewThought:
+    """Checks that need our limits (pydantic already checked shapes); raises AppError naming the argument."""
+    return NewThought(
+        content=check_content(row.content, limits.content_hard, f"{prefix}content"),
+        tags=normalize_tags(row.tags, f"{prefix}tags"),
+        status=check_status(row.status, f"{prefix}status"),
+        is_protected=row.is_protected,
+        is_global=row.is_global,
+        parent_id=parse_parent(row.parent_id),
+        url_links=[(link.text.strip(), link.url) for link in row.url_links or []],
+    )
+
+
+def soft_limit_warnings(contents: list[str], limits: Limits) -> list[str]:
+    long = [len(content) for content in contents if len(content) > limits.content_soft]
+    if not long:
+        return []
+    logger.info("%d thought(s) over the %d-character soft limit", len(long), limits.content_soft)
+    return [
+        f"{len(long)} thought(s) over the {limits.content_soft}-character soft limit (longest {max(long)}); "
+        "short thoughts recall better"
+    ]
+
+
+async def create_thought(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
+    row = to_new_thought(args, ctx.app.limits)
+    vectors = await ctx.app.embedding.embed_passages([row.content])
+    model_id = ctx.app.embedding.profile.model_id if vectors and ctx.app.embedding.profile else None
+    async with ctx.app.db.unit_of_work() as session:
+        project, scope = await resolve_write_project(ProjectRepository(session), args.cwd)
+        [outcome] = await StoreService(session, ctx.principal).create_many(project, [row], vectors, model_id)
+        if outcome.error is not None:
+            raise outcome.error
+    assert outcome.thought is not None
+    meta = Meta("create", scope=scope, warnings=soft_limit_warnings([row.content], ctx.app.limits))
+    return ToolAnswer(single(meta, ThoughtShaper(compact=False)(outcome.thought)))
+
+
+async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
+    thought_id = uuid_arg(args.thought_id, "thought_id")
+    # null means "not given" (a NOT NULL column must not become NULL), except surface_after, where it clears
+    changes = {
+        name: value
+        for name, value in args.model_dump(exclude={"action", "thought_id"}, exclude_unset=True).items()
+        if value is not None or name == "surface_after"
+    }
+    if not set(changes) - {"tags_mode"}:
+        raise bad_request(
+            "memory_store action=update needs at least one field to change: content, tags (with tags_mode), "
+            "status, cwd, is_protected, is_global or surface_after"
+        )
+    if "status" in changes:
+        check_status(changes["status"])
+    vector, model_id = None, None
+    if "content" in changes:
+        check_content(changes["content"], ctx.app.limits.content_hard)
+        vectors = await ctx.app.embedding.embed_passages([changes["content"]])
+        if vectors and ctx.app.embedding.profile:
+            vector, model_id = vectors[0], ctx.app.embedding.profile.model_id
+    scope: dict[str, Any] | None = None
+    async with ctx.app.db.unit_of_work() as session:
+        thought = await StoreService(session, ctx.principal).update(thought_id, changes, vector, model_id)
+        path = normalize_path(changes.get("cwd") or "")
+        target = await ProjectRepository(session).find_for_path(path) if path else None
+        if target is not None:  # a registered cwd: the thought now lives there, say so like create does
+            scope = scope_of(target)
+    warnings = soft_limit_warnings([changes["content"]], ctx.app.limits) if "content" in changes else []
+    meta = Meta("update", scope=scope, warnings=warnings)
+    return ToolAnswer(single(meta, ThoughtShaper(compact=False)(thought)))
+
+
+def _bulk_row(raw: dict[str, Any], index: int, limits: Limits) -> NewThought | AppError:
+    prefix = f"thoughts[{index}]."
+    try:
+        return to_new_thought(ThoughtInput.model_validate(raw), limits, prefix)
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = ".".join(str(part) for part in first["loc"])
+        return bad_request(f"Invalid argument '{prefix}{name}': {first['msg']}")
+    except AppError as error:
+        return error
+
+
+async def bulk_create(args: BulkCreateArgs, ctx: CallContext) -> ToolAnswer:
+    rows = [_bulk_row(raw, index, ctx.app.limits) for index, raw in enumerate(args.thoughts)]
+    valid = [(index, row) for index, row in enumerate(rows) if isinstance(row, NewThought)]
+    vectors: list[list[float] | None] | None = None
+    model_id = None
+    # A small batch embeds before its transaction; a large one embeds inside it, overlapped with the inserts.
+    pipelined = len(valid) > EMBED_INSERT_CHUNK
+    embedded = None if pipelined or not valid else await ctx.app.embedding.embed_passages([r.content for _, r in valid])
+    if embedded is not None and ctx.app.embedding.profile is not None:
+        vectors = [None] * len(rows)
+        for (index, _), vector in zip(valid, embedded, strict=True):
+            vectors[index] = vector
+        model_id = ctx.app.embedding.profile.model_id
+    async with ctx.app.db.unit_of_work() as session:
+        project, scope = await resolve_write_project(ProjectRepository(session), args.cwd)
+        store = StoreService(session, ctx.principal)
+        outcomes = await store.create_many(project, rows, vectors, model_id, ctx.app.embedding if pipelined else None)
+    shape = ThoughtShaper(compact=True)
+    items = [
+        {"index": o.index, "status": "created", "thought": shape(o.thought)}
+        if o.thought is not None
+        else {"index": o.index, "status": "failed", "error": o.error.message if o.error else "failed"}
+        for o in outcomes
+    ]
+    failed = sum(1 for item in items if item["status"] == "failed")
+    warnings = soft_limit_warnings([row.content for _, row in valid], ctx.app.limits)
+    meta = Meta(
+        "bulk_create",
+        scope=scope,
+        warnings=warnings,
+        counts={"created": len(items) - failed, "failed": failed},
+    )
+    return ToolAnswer(collection(meta, items))
 
 
 async def link(args: LinkArgs, ctx: CallContext) -> ToolAnswer:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
@@ -11,15 +11,11 @@ from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import previewed_arguments, uuid_arg
+from app.mcp.tools.supersede.args import TOOL, ArchiveArgs, ArchiveBatchArgs, MergeArgs
 from app.services.previews import PreviewService
 from app.services.scope import normalize_path
 from app.services.store import check_content, normalize_tags
 from app.services.supersede import MERGE_PREVIEW_EDGES, MergePlan, SupersedeService, archive_outcome
-
-if TYPE_CHECKING:
-    from app.mcp.tools.supersede import ArchiveArgs, ArchiveBatchArgs, MergeArgs
-
-TOOL = "memory_supersede"
 
 
 async def archive(args: ArchiveArgs, ctx: CallContext) -> ToolAnswer:
