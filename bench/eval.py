@@ -612,12 +612,14 @@ def machine() -> dict[str, Any]:
     }
 
 
-async def run(sets: list[str], conversation: dict[str, Any] | None, old: dict[str, Any] | None) -> dict[str, Any]:
-    config = EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir())
+async def run(
+    sets: list[str], conversation: dict[str, Any] | None, old: dict[str, Any] | None, model: str = OFFLINE_MINILM
+) -> dict[str, Any]:
+    config = EmbeddingConfig(model=model, model_dir=None, cache_dir=model_cache_dir())
     runtime = EmbeddingRuntime(config)
     await runtime.load()
-    if runtime.profile is None or runtime.profile.model_id != OFFLINE_MINILM:
-        sys.exit(f"offline model not loadable: {runtime.note} (run `make model`)")
+    if runtime.profile is None or runtime.profile.model_id != model:
+        sys.exit(f"model {model} not loadable: {runtime.note} (run `make model`)")
     lexical_runtime = EmbeddingRuntime(config)  # never loaded: no embedder, searches answer lexically
     results: dict[str, Any] = {}
     for name in sets:
@@ -649,16 +651,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--check", action="store_true", help="exit 1 when a target is missed (see the module's docstring)"
     )
+    parser.add_argument(
+        "--model", default=OFFLINE_MINILM, help="an offline profile's id (prepare-model builds them), e.g. the e5 q4"
+    )
     args = parser.parse_args(argv)
     sets = ["conversation", "old"] if args.set == "both" else [args.set]
     conversation = conversation_data.load(args.conversation) if "conversation" in sets else None
     old = load_set(args.dataset) if "old" in sets else None
     started = time.perf_counter()
-    results = asyncio.run(run(sets, conversation, old))
+    results = asyncio.run(run(sets, conversation, old, args.model))
     output: dict[str, Any] = {
         "setup": {
             "machine": machine(),
-            "model": OFFLINE_MINILM,
+            "model": args.model,
             "limit": LIMIT,
             "seconds": round(time.perf_counter() - started, 1),
         }
