@@ -239,3 +239,21 @@ async def test_health_reports_drifted_statistics_and_the_fix_recounts_them(app_c
     assert fixed["lexical_statistics_rebuilt"] == 1
     assert (await finding())["count"] == 0
     assert await _drift(app_context) == []
+
+
+async def test_search_answers_the_bm25_score_of_the_leg(app_context: AppContext, writer: ToolCaller) -> None:
+    """`scores.bm25_score` is the Okapi BM25 score (4 places), and `match_source` names the leg."""
+    await register(writer, "scores", "/srv/scores")
+    await bulk(writer, ["quorade veltion quorade", "veltion bramery", "sistack nolvine"], "/srv/scores")
+    project = (await rows(app_context, "SELECT id FROM project WHERE name = 'scores'"))[0].id
+    lexemes = await _query_lexemes(app_context, "quorade veltion")
+    expected = {thought_id: score for score, thought_id in _reference(await _documents(app_context, project), lexemes)}
+    assert len(expected) == 2
+    answer = await writer.ok(
+        "memory_recall",
+        {"action": "search", "query": "quorade veltion", "cwd": "/srv/scores", "compact": False, "min_relevance": 0},
+    )
+    scored = {uuid.UUID(item["thought"]["id"]): item for item in answer.items if "bm25" in item["match_source"]}
+    assert set(scored) == set(expected)
+    for thought_id, item in scored.items():
+        assert item["scores"]["bm25_score"] == round(expected[thought_id], 4)
