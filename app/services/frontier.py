@@ -1,4 +1,4 @@
-"""The frontier: what to work on next (DESIGN.md §9)."""
+"""The frontier: what to work on next (docs/mcp-tools.md, memory_status action=frontier)."""
 
 from __future__ import annotations
 

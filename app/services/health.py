@@ -1,4 +1,4 @@
-"""Health checks (DESIGN.md §9): one SQL query per check, a score, and the safe autofixes."""
+"""Health checks (docs/mcp-tools.md, action=health): one SQL query per check, a score, and the safe autofixes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The placement engine behind `memory_status propose` and `edge_review enqueue` (DESIGN.md §9)."""
+"""The placement engine behind `memory_status propose` and `edge_review enqueue` (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -188,8 +188,8 @@ def _record(row: Any) -> ThoughtRecord:
 def _lifecycle(
     subject: Subject, neighbours: list[tuple[ThoughtRecord, float]], edges: list[PlannedEdge]
 ) -> dict[str, Any]:
-    # DESIGN.md §9 order: replaces+archive, merge, link, keep. A `replaces` edge needs the same word overlap
-    # as a merge, so checking merge first would make replaces+archive unreachable.
+    # The order of docs/ARCHITECTURE.md ("Placement rules"): replaces+archive, merge, link, keep. A `replaces` edge
+    # needs the same word overlap as a merge, so checking merge first would make replaces+archive unreachable.
     replaced = next((edge for edge in edges if edge.type == EdgeType.replaces), None)
     if replaced is not None:
         return {

@@ -58,6 +58,6 @@ class RecallService:
             return ThoughtWithEdges(thought)
         upstream, downstream = await one_hop(self.thoughts, self.edges, thought.id, max_edges)
         others = [neighbour.thought.id for neighbour in (*upstream, *downstream)]
-        # Every thought an answer returns counts one hit (DESIGN.md §9), neighbours included.
+        # Every thought an answer returns counts one hit (docs/mcp-tools.md, "Hits and primers"), neighbours included.
         await self.hits.record([thought.id, *others])
         return ThoughtWithEdges(thought, upstream, downstream)

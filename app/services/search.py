@@ -1,4 +1,4 @@
-"""The search pipeline (DESIGN.md §9): id lookup, vector + lexical legs, RRF, calibration, standing, gate."""
+"""The search pipeline (docs/ARCHITECTURE.md): id lookup, vector + lexical legs, RRF, calibration, standing, gate."""
 
 from __future__ import annotations
 

@@ -291,7 +291,7 @@ class StoreService:
         }
 
     def _parent_edge(self, parent_id: uuid.UUID, child_id: uuid.UUID, project_id: uuid.UUID) -> dict[str, Any]:
-        # parent → child: the source of a parent edge is the parent (DESIGN.md §10).
+        # parent → child: the source of a parent edge is the parent (docs/mcp-tools.md, action=create).
         return {
             "id": new_id(),
             "project_id": project_id,

@@ -410,7 +410,7 @@ async def test_concurrent_creates_of_one_new_content_store_it_once(
     replicas: list[ToolCaller], monkeypatch: pytest.MonkeyPatch, second: str
 ) -> None:
     """Both calls look for a live duplicate before either inserts: neither finds one. The content claim makes
-    the second wait for the first to commit and then merge into its thought (DESIGN.md §9)."""
+    the second wait for the first to commit and then merge into its thought (docs/mcp-tools.md, action=create)."""
     content = f"Staging deploys freeze on Fridays after 15:00 ({uuid.uuid4().hex[:6]})"
     await replicas[0].ok("memory_manage", {"action": "create", "name": "Deploys", "local_path": "/srv/deploys"})
     where = {"cwd": "/srv/deploys"}

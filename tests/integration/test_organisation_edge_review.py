@@ -157,7 +157,7 @@ async def test_enqueue_max_proposals_and_a_merge_candidate(writer: ToolCaller) -
 
 
 async def test_enqueue_stops_at_the_pending_cap(writer: ToolCaller, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert proposals.PENDING_CAP == 500  # DESIGN.md §9 (counted per project, docs/mcp-tools.md); 3 runs faster
+    assert proposals.PENDING_CAP == 500  # docs/mcp-tools.md, edge_review: counted per project; 3 runs faster
     monkeypatch.setattr(proposals, "PENDING_CAP", 3)
     await queue_project(writer)
     neighbours = [await thought(writer, content) for content in NEIGHBOURS]

@@ -1,4 +1,4 @@
-"""memory_status: slots, frontier (DESIGN.md §9), config, health and propose."""
+"""memory_status: slots, frontier, config, health and propose (docs/mcp-tools.md)."""
 
 from __future__ import annotations
 
@@ -366,7 +366,8 @@ CHECKS = {
 
 
 def score_of(report: dict[str, Any]) -> float:
-    """DESIGN.md §9: clamp(100 − 40 × critical categories − 15 × warning categories − 0.25 × info findings)."""
+    """docs/mcp-tools.md, action=health: clamp(100 − 40 × critical categories − 15 × warning categories
+    − 0.25 × info findings)."""
     critical = warning = 0
     info = 0
     for checks in report["categories"].values():

@@ -189,14 +189,20 @@ async def test_a_search_of_a_project_with_an_index_walks_it_even_in_a_generic_pl
 
     async def scans_of_the_project_index(scan: VectorScan) -> tuple[int, list[uuid.UUID]]:
         """Scans of the project's index by one vector leg planned generically (as a prepared statement that
-        ran 5 times may be), the HNSW walk forced (these few rows would be sorted otherwise)."""
+        ran 5 times may be), the HNSW walk forced (these few rows would be sorted otherwise).
+
+        The "xact" counter is the backend's pending count: it still holds the scans of earlier transactions
+        on this pooled connection until the backend flushes them (at most once a second, when idle), so the
+        leg's scans are the counter's growth across it, read twice in the leg's own transaction."""
         where = ThoughtFilter(projects["Garden"], (ThoughtStatus.active,), vector_scan=scan)
+        numscans = text("SELECT pg_stat_get_xact_numscans(to_regclass(:i))")
         async with reader.context.db.unit_of_work() as session:
             await session.execute(text("SET LOCAL plan_cache_mode = force_generic_plan"))
             await session.execute(text("SET LOCAL enable_sort = off"))
+            before = (await session.execute(numscans, {"i": index})).scalar_one()
             leg = await SearchRepository(session).vector_leg(vector, PROFILE.model_id, where, 100)
-            scans = await session.execute(text("SELECT pg_stat_get_xact_numscans(to_regclass(:i))"), {"i": index})
-        return int(scans.scalar_one()), [row.id for row in leg]
+            after = (await session.execute(numscans, {"i": index})).scalar_one()
+        return int(after) - int(before), [row.id for row in leg]
 
     walked, own = await scans_of_the_project_index(VectorScan.PROJECT_INDEX)
     assert walked == 1 and len(own) == 20
