@@ -72,6 +72,13 @@ class Action:
 
 @dataclass(frozen=True)
 class ToolSpec:
+    """A tool: its actions, and the retired arguments it refuses with a migration text.
+
+    Argument descriptions live on the argument models (`Field(description=…)`); the advertised input
+    schema is derived from them by `build_input_schema`. Retired arguments are not advertised as
+    properties: the description names their replacements and `dispatch` refuses them by name.
+    """
+
     name: str
     description: str
     actions: tuple[Action, ...]
@@ -79,7 +86,6 @@ class ToolSpec:
     # retired argument → migration text; `per_action` restricts a name to some actions only
     retired: dict[str, str] = field(default_factory=dict)
     retired_per_action: dict[str, dict[str, str]] = field(default_factory=dict)
-    field_docs: dict[str, str] = field(default_factory=dict)
 
     def action(self, name: str) -> Action | None:
         return next((action for action in self.actions if action.name == name), None)
@@ -91,9 +97,11 @@ class ToolSpec:
     def mcp_tool(self) -> MCPTool:
         return MCPTool(
             name=self.name,
-            description=self.description,
+            description=self.description + _retired_clause(self),
             input_schema=build_input_schema(self),
-            output_schema=wire.OUTPUT_SCHEMA,
+            # No output schema: `{result: …}` is every answer's shape by construction (wire.success), so a
+            # declared one could never fail and only cost every client's context; structuredContent is sent all
+            # the same (the SDK validates it only against a declared schema).
             annotations=self.annotations,
         )
 
@@ -101,23 +109,45 @@ class ToolSpec:
 # ---------------------------------------------------------------- schema
 
 
+def _retired_clause(spec: ToolSpec) -> str:
+    """The retired arguments and their replacements, from the migration texts ("x was removed; use y")."""
+    names: list[str] = []
+    for name, text in spec.retired.items():
+        names.append(_retired_entry(name, text))
+    for action, retired in spec.retired_per_action.items():
+        names += [f"{action} {_retired_entry(name, text)}" for name, text in retired.items()]
+    return f" Retired: {', '.join(names)}." if names else ""
+
+
+def _retired_entry(name: str, text: str) -> str:
+    replacement = text.partition("; use ")[2].split(" (", 1)[0]
+    return f"{name}→{replacement}" if replacement else f"{name} (no replacement)"
+
+
 def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Drop titles, collapse Optional[X] to X and inline nothing else: agents read every byte."""
     schema = {key: value for key, value in schema.items() if key != "title"}
     if "default" in schema and schema["default"] is None:
         del schema["default"]
-    # Size guards (ids ≤ 64, paths ≤ 4096, …) stay enforced by the models; advertising them costs
-    # every agent context tokens and guides nothing.
-    if schema.get("minLength") == 1:
-        del schema["minLength"]
-    if isinstance(schema.get("maxLength"), int) and schema["maxLength"] >= 64:
-        del schema["maxLength"]
     any_of = schema.get("anyOf")
     if isinstance(any_of, list):
         non_null = [option for option in any_of if option.get("type") != "null"]
         if len(non_null) == 1:
             schema.pop("anyOf")
             schema.update(non_null[0])
+    # Size guards (ids ≤ 64, paths ≤ 4096, …) stay enforced by the models; advertising them costs
+    # every agent context tokens and guides nothing.
+    if schema.get("minLength") == 1:
+        del schema["minLength"]
+    if isinstance(schema.get("maxLength"), int) and schema["maxLength"] >= 64:
+        del schema["maxLength"]
+    if isinstance(schema.get("maxItems"), int) and schema["maxItems"] >= 100:
+        del schema["maxItems"]
+    schema.pop("pattern", None)  # the models check patterns and say what they expect
+    if isinstance(schema.get("additionalProperties"), bool):
+        del schema["additionalProperties"]  # the models refuse unknown keys by name
+    if schema.get("type") == "boolean" and schema.get("default") is False:
+        del schema["default"]  # absent is false
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), dict):
             schema[key] = _compact_schema(schema[key])
@@ -143,27 +173,58 @@ def _inline_refs(schema: dict[str, Any], definitions: dict[str, Any]) -> dict[st
     return result
 
 
+def _merged(variants: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One property for every action that takes the argument: the first action's schema with the loosest
+    bounds any action accepts, and its description — or, where the actions describe it differently, each
+    description prefixed by its actions. A default the actions do not share is left to the descriptions."""
+    prop = dict(variants[0][1])
+    for key, loosest in (("minimum", min), ("maximum", max), ("minItems", min), ("maxItems", max)):
+        bounds = [variant[key] for _, variant in variants if key in variant]
+        if len(bounds) < len(variants):
+            prop.pop(key, None)  # an action takes it unbounded
+        elif bounds:
+            prop[key] = loosest(bounds)
+    texts: dict[str, list[str]] = {}
+    for action, variant in variants:
+        text = variant.get("description")
+        if text:
+            texts.setdefault(text, []).append(action)
+    if len(texts) == 1:
+        prop["description"] = next(iter(texts))
+    elif texts:
+        prop["description"] = "; ".join(f"{'/'.join(actions)}: {text}" for text, actions in texts.items())
+    if len({repr(variant.get("default")) for _, variant in variants}) > 1:
+        prop.pop("default", None)
+    return prop
+
+
+def _flat(prop: dict[str, Any]) -> dict[str, Any]:
+    """A nested object (or a list of them) whose description spells out its keys is advertised as just an
+    object: the description says it once, and the model still checks every key."""
+    if "description" not in prop:
+        return prop
+    if "properties" in prop:
+        return {key: value for key, value in prop.items() if key not in ("properties", "required")}
+    items = prop.get("items")
+    if isinstance(items, dict) and "properties" in items:
+        return {**prop, "items": {"type": "object"}}
+    return prop
+
+
 def build_input_schema(spec: ToolSpec) -> dict[str, Any]:
-    """One flat object: `action` enum plus the union of every action's arguments."""
-    properties: dict[str, Any] = {}
-    if spec.has_actions:
-        properties["action"] = {"type": "string", "enum": [action.name for action in spec.actions]}
+    """One flat object: `action` enum plus the union of every action's arguments, described by the models."""
+    variants: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for action in spec.actions:
         raw = action.model.model_json_schema()
         definitions = raw.get("$defs", {})
         for name, prop in raw.get("properties", {}).items():
-            if name == "action" or name in properties:
-                continue
-            prop = _compact_schema(_inline_refs(prop, definitions))
-            prop.pop("description", None)
-            if name in spec.field_docs:
-                prop["description"] = spec.field_docs[name]
-            properties[name] = prop
-    retired = dict(spec.retired)
-    for per_action in spec.retired_per_action.values():
-        retired.update({name: text for name, text in per_action.items() if name not in properties})
-    for name, text in retired.items():
-        properties.setdefault(name, {"description": "retired: " + text.split("; ", 1)[-1]})
+            if name != "action":
+                prop = _flat(_compact_schema(_inline_refs(prop, definitions)))
+                variants.setdefault(name, []).append((action.name, prop))
+    properties: dict[str, Any] = {}
+    if spec.has_actions:
+        properties["action"] = {"type": "string", "enum": [action.name for action in spec.actions]}
+    properties.update({name: _merged(found) for name, found in variants.items()})
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if spec.has_actions:
         schema["required"] = ["action"]

@@ -9,12 +9,6 @@ from mcp_types import CallToolResult, TextContent
 
 from app.errors import AppError
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"result": {"description": "{items|item, meta}; {error} on a classified failure"}},
-    "required": ["result"],
-}
-
 
 def to_json(payload: Any) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))

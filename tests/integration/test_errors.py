@@ -142,15 +142,19 @@ async def test_link_thought_id_is_retired_for_link_only(writer: ToolCaller) -> N
 
 
 @pytest.mark.parametrize(("tool", "call", "name", "value", "migration"), RETIRED)
-def test_retired_inputs_stay_in_the_schema_as_tombstones(
+def test_retired_inputs_are_not_advertised_but_the_description_names_the_replacement(
     tool: str, call: dict[str, Any], name: str, value: Any, migration: str
 ) -> None:
     schema = build_input_schema(SPECS[tool])
+    description = SPECS[tool].mcp_tool().description or ""
     if name == "thought_id" and tool == "memory_store":  # live for update: retired for link only
         assert schema["properties"][name]["type"] == "string"
+        assert "link thought_id→source_id" in description
     else:
-        # the tombstone names the replacement; the full migration text is the refusal's
-        assert schema["properties"][name] == {"description": "retired: " + migration.split("; ", 1)[1]}
+        # no tombstone property; the description names the replacement, the refusal gives the full migration text
+        assert name not in schema["properties"]
+        replacement = migration.partition("; use ")[2].split(" (", 1)[0]
+        assert (f"{name}→{replacement}" if replacement else f"{name} (no replacement)") in description
 
 
 # ---------------------------------------------------------------- arguments and actions

@@ -17,21 +17,28 @@ CwdStr = Annotated[str, StringConstraints(max_length=4096)]
 
 
 class CwdArgs(ActionArgs):
-    cwd: CwdStr | None = None
+    cwd: CwdStr | None = Field(default=None, description="working directory (scope)")
 
 
 class ShapeArgs(ActionArgs):
-    compact: bool | None = None
-    fields: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(default=None, max_length=32)
+    compact: bool | None = Field(default=None, description="minimal fields")
+    fields: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
+        default=None, max_length=32, description="only these fields"
+    )
 
 
 class LinksArgs(ActionArgs):
-    include_url_links: bool = False
+    include_url_links: bool = Field(default=False, description="attach url_links")
+
+
+CONFIRM = "true executes"
 
 
 class ConfirmArgs(ActionArgs):
-    confirm: bool = False
-    preview_token: Annotated[str, StringConstraints(max_length=64)] | None = None
+    confirm: bool = Field(default=False, description=CONFIRM)
+    preview_token: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        default=None, description="the preview's token"
+    )
 
 
 def uuid_arg(value: str, name: str) -> uuid.UUID:
@@ -44,16 +51,6 @@ def previewed_arguments(args: ActionArgs) -> dict[str, Any]:
 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
-
-COMMON_FIELD_DOCS = {
-    "cwd": "working directory; scopes to its project (omit = every project / default project for writes)",
-    "compact": "minimal thought fields",
-    "fields": "only these thought fields",
-    "include_url_links": "attach url_links to every thought",
-    "confirm": "true executes; absent/false previews",
-    "preview_token": "token from the preview (required with confirm)",
-    "limit": "max rows",
-    "offset": "rows to skip",
-}
+# idempotent_hint left out where it is false, the protocol's default for it
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)

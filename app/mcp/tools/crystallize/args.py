@@ -14,19 +14,21 @@ StatusFilter = Literal["draft", "active", "archived", "all"]
 
 class GraphArgs(CwdArgs, ShapeArgs):
     action: Literal["graph"]
-    status: StatusFilter | None = None
-    limit: int | None = Field(default=None, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    status: StatusFilter | None = Field(default=None, description="default active + draft")
+    limit: int | None = Field(default=None, ge=1, le=1000, description="max nodes (default 500)")
+    offset: int = Field(default=0, ge=0, description="nodes to skip")
 
 
 class ClusterArgs(CwdArgs):
     action: Literal["cluster"]
-    thought_ids: list[IdStr] = Field(min_length=1, max_length=1000)
-    title: str | None = None
-    tags: list[TagStr] | None = None
+    thought_ids: list[IdStr] = Field(min_length=1, max_length=1000, description="cluster members")
+    title: str | None = Field(default=None, description="cluster thought's content")
+    tags: list[TagStr] | None = Field(default=None, description="cluster thought's tags")
 
 
 class AutoClusterArgs(ConfirmArgs):
     action: Literal["auto_cluster"]
-    min_similarity: float | None = Field(default=None, gt=0, le=2)
-    min_members: int | None = Field(default=None, ge=2, le=1000)
+    min_similarity: float | None = Field(
+        default=None, gt=0, le=2, description="max cosine distance to join (default: setting)"
+    )
+    min_members: int | None = Field(default=None, ge=2, le=1000, description="smallest cluster (default: setting)")

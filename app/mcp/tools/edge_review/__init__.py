@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
-from app.mcp.tools.common import COMMON_FIELD_DOCS, DESTRUCTIVE
+from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.edge_review import handlers
 from app.mcp.tools.edge_review.args import (
     TOOL,
@@ -19,10 +19,8 @@ from app.mcp.tools.edge_review.args import (
 SPEC = ToolSpec(
     name=TOOL,
     description=(
-        "Placement proposal queue. enqueue {thought_id (active), max_proposals?}; list {status?, kind?, "
-        "include_retired?, limit?, offset?, cwd?}; reject {proposal_id}. Preview-first, then "
-        "confirm=true+preview_token: apply {proposal_id}; apply_batch {proposal_ids}; rollback {run_id} "
-        "reverts an apply run."
+        "Placement proposal queue. enqueue {thought_id}; list; reject {proposal_id}; previewed first: apply "
+        "{proposal_id}, apply_batch {proposal_ids}, rollback {run_id}."
     ),
     actions=(
         Action("enqueue", EnqueueArgs, handlers.enqueue, Role.writer),
@@ -35,11 +33,4 @@ SPEC = ToolSpec(
     annotations=DESTRUCTIVE,
     retired={"project_id": "project_id was removed; use cwd"},
     retired_per_action={"enqueue": {"max_items": "max_items was removed; use max_proposals"}},
-    field_docs={
-        **COMMON_FIELD_DOCS,
-        "cwd": "enqueue: project of the proposals; list: scope (omit = every project)",
-        "max_proposals": "most proposals to queue",
-        "include_retired": "also show the retired triage kinds",
-        "run_id": "apply run to revert (from apply/apply_batch)",
-    },
 )

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
-from app.mcp.tools.common import COMMON_FIELD_DOCS, DESTRUCTIVE
+from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.primers import handlers
 from app.mcp.tools.primers.args import TOOL, DeleteArgs, ListArgs
 
 SPEC = ToolSpec(
     name=TOOL,
     description=(
-        "Primers: thoughts promoted after repeated recalls. list → most-hit first; delete {primer_id} "
-        "removes the primer (never the thought): previews, then confirm=true+preview_token."
+        "Primers: thoughts promoted after repeated recalls. list; delete {primer_id}, previewed first, removes the "
+        "primer, never the thought."
     ),
     actions=(
         Action("list", ListArgs, handlers.list_primers, Role.reader),
         Action("delete", DeleteArgs, handlers.delete_primer, Role.writer),
     ),
     annotations=DESTRUCTIVE,
-    field_docs=dict(COMMON_FIELD_DOCS),
 )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from app.mcp.registry import ActionArgs
 from app.mcp.tools.common import ConfirmArgs, IdStr
 
@@ -16,4 +18,4 @@ class ListArgs(ActionArgs):
 
 class DeleteArgs(ConfirmArgs):
     action: Literal["delete"]
-    primer_id: IdStr
+    primer_id: IdStr = Field(description="primer id")

@@ -15,16 +15,20 @@ StatusFilter = Literal["draft", "active", "archived", "all"]
 
 class ReflectArgs(CwdArgs):
     action: Literal["reflect"]
-    summary: Annotated[str, StringConstraints(max_length=2000)] | None = None
-    goals_add: list[GoalStr] | None = Field(default=None, max_length=100)
-    goals_remove: list[GoalStr] | None = Field(default=None, max_length=100)
-    decisions: list[str] | None = Field(default=None, max_length=100)
-    pending: list[str] | None = Field(default=None, max_length=100)
-    wake_days: int = Field(default=7, ge=1, le=365)
+    summary: Annotated[str, StringConstraints(max_length=2000)] | None = Field(
+        default=None, description="→ the project_context slot"
+    )
+    goals_add: list[GoalStr] | None = Field(default=None, max_length=100, description="→ active_goals")
+    goals_remove: list[GoalStr] | None = Field(
+        default=None, max_length=100, description="drop goals containing any of these"
+    )
+    decisions: list[str] | None = Field(default=None, max_length=100, description="→ active thoughts")
+    pending: list[str] | None = Field(default=None, max_length=100, description="→ drafts surfacing after wake_days")
+    wake_days: int = Field(default=7, ge=1, le=365, description="days until pending surfaces")
 
 
 class TimelineArgs(CwdArgs, ShapeArgs, LinksArgs):
     action: Literal["timeline"]
-    status: StatusFilter = "all"
-    limit: int = Field(default=50, ge=1, le=500)
-    offset: int = Field(default=0, ge=0)
+    status: StatusFilter = Field(default="all", description="thought status")
+    limit: int = Field(default=50, ge=1, le=500, description="page size")
+    offset: int = Field(default=0, ge=0, description="rows to skip")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
-from app.mcp.tools.common import COMMON_FIELD_DOCS, DESTRUCTIVE
+from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.retention import handlers
 from app.mcp.tools.retention.args import (
     TOOL,
@@ -17,10 +17,9 @@ from app.mcp.tools.retention.args import (
 SPEC = ToolSpec(
     name=TOOL,
     description=(
-        "Retention candidates: old, unimportant, unused archived/draft thoughts, all projects. list "
-        "{min_age_days?, importance_floor?, limit?, offset?}; protect {thought_id, protected?}; delete "
-        "{thought_id} hard-deletes (preview, then confirm+preview_token); compact {source_ids, summary "
-        "{content, tags?, project_id?}} merges them into a protected summary (confirm=true, no token)."
+        "Retention candidates (old, unimportant, unused archived/draft thoughts). list; protect {thought_id}; delete "
+        "{thought_id} hard-deletes, previewed first; compact {source_ids, summary} merges them into a protected "
+        "summary on confirm=true (no token)."
     ),
     actions=(
         Action("list", ListArgs, handlers.list_candidates, Role.reader),
@@ -29,13 +28,4 @@ SPEC = ToolSpec(
         Action("compact", CompactArgs, handlers.compact, Role.writer),
     ),
     annotations=DESTRUCTIVE,
-    field_docs={
-        **COMMON_FIELD_DOCS,
-        "min_age_days": "minimum age in days (default: setting, 30)",
-        "importance_floor": "importance must be below this (default: setting, 0.3)",
-        "limit": "page size (default: setting, 20)",
-        "protected": "false unprotects",
-        "source_ids": "thoughts to compact (1–1000)",
-        "confirm": "true executes; absent/false previews (compact needs no token)",
-    },
 )

@@ -7,28 +7,29 @@ from typing import Literal
 from pydantic import Field
 
 from app.mcp.registry import ActionArgs
-from app.mcp.tools.common import ConfirmArgs, IdStr, ShapeArgs, TagStr
+from app.mcp.tools.common import CONFIRM, ConfirmArgs, IdStr, ShapeArgs, TagStr
 
 TOOL = "retention_review"
+THOUGHT_ID = "thought id"
 
 
 class ListArgs(ShapeArgs):
     action: Literal["list"]
-    min_age_days: float | None = Field(default=None, gt=0, le=36_500)
-    importance_floor: float | None = Field(default=None, ge=0, le=1)
-    limit: int | None = Field(default=None, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    min_age_days: float | None = Field(default=None, gt=0, le=36_500, description="minimum age (default: setting)")
+    importance_floor: float | None = Field(default=None, ge=0, le=1, description="importance below (default: setting)")
+    limit: int | None = Field(default=None, ge=1, le=100, description="page size (default: setting)")
+    offset: int = Field(default=0, ge=0, description="rows to skip")
 
 
 class ProtectArgs(ActionArgs):
     action: Literal["protect"]
-    thought_id: IdStr
-    protected: bool = True
+    thought_id: IdStr = Field(description=THOUGHT_ID)
+    protected: bool = Field(default=True, description="false unprotects")
 
 
 class DeleteArgs(ConfirmArgs):
     action: Literal["delete"]
-    thought_id: IdStr
+    thought_id: IdStr = Field(description=THOUGHT_ID)
 
 
 class CompactSummary(ActionArgs):
@@ -41,6 +42,6 @@ class CompactSummary(ActionArgs):
 
 class CompactArgs(ActionArgs):
     action: Literal["compact"]
-    source_ids: list[IdStr] = Field(min_length=1, max_length=1000)
-    summary: CompactSummary
-    confirm: bool = False
+    source_ids: list[IdStr] = Field(min_length=1, max_length=1000, description="thoughts to compact")
+    summary: CompactSummary = Field(description="{content, tags?, project_id?}")
+    confirm: bool = Field(default=False, description=CONFIRM)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
-from app.mcp.tools.common import COMMON_FIELD_DOCS, READ_ONLY
+from app.mcp.tools.common import READ_ONLY
 from app.mcp.tools.status import handlers
 from app.mcp.tools.status.args import (
     TOOL,
@@ -18,10 +18,8 @@ from app.mcp.tools.status.args import (
 SPEC = ToolSpec(
     name=TOOL,
     description=(
-        "System state, read-only. slots {cwd?, slots_limit?, offset?}; frontier {cwd?, limit 1–50} "
-        "→ what to do next; config → settings text; health {include_details?, severity?}; "
-        "propose {thought_id | content, cwd?, include_signals?, max_edges?} → placement plan "
-        "(slim unless compact=false), pinned to one project."
+        "System state, read-only. slots; frontier: what to do next; config; health; propose {thought_id|content}: "
+        "placement plan, pinned to one project."
     ),
     actions=(
         Action("slots", SlotsArgs, handlers.slots, Role.reader),
@@ -35,16 +33,5 @@ SPEC = ToolSpec(
         "k": "k was removed; use limit",
         "dry_run": "dry_run was removed; use confirm",
         "project_id": "project_id was removed; use cwd",
-    },
-    field_docs={
-        **COMMON_FIELD_DOCS,
-        "cwd": "working directory: project scope (omit = every project; propose stays pinned)",
-        "limit": "frontier entries (1–50)",
-        "offset": "pending_items rows to skip",
-        "slots_limit": "pending_items page size",
-        "include_details": "per-check detail arrays",
-        "severity": "minimum finding severity",
-        "content": "propose: draft text to place",
-        "max_edges": "planned edges to show (slim default 3)",
     },
 )

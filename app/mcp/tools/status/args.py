@@ -14,13 +14,13 @@ TOOL = "memory_status"
 
 class SlotsArgs(CwdArgs):
     action: Literal["slots"]
-    slots_limit: int | None = Field(default=None, ge=1, le=500)
-    offset: int = Field(default=0, ge=0)
+    slots_limit: int | None = Field(default=None, ge=1, le=500, description="pending_items page size")
+    offset: int = Field(default=0, ge=0, description="pending_items rows to skip")
 
 
 class FrontierArgs(CwdArgs, ShapeArgs):
     action: Literal["frontier"]
-    limit: int = Field(default=10, ge=1, le=50)
+    limit: int = Field(default=10, ge=1, le=50, description="frontier entries")
 
 
 class ConfigArgs(ActionArgs):
@@ -29,13 +29,15 @@ class ConfigArgs(ActionArgs):
 
 class HealthArgs(ActionArgs):
     action: Literal["health"]
-    include_details: bool = False
-    severity: Literal["critical", "warning", "info"] | None = None
+    include_details: bool = Field(default=False, description="per-check detail arrays")
+    severity: Literal["critical", "warning", "info"] | None = Field(default=None, description="minimum severity")
 
 
 class ProposeArgs(CwdArgs, ShapeArgs):
     action: Literal["propose"]
-    thought_id: IdStr | None = None
-    content: Annotated[str, StringConstraints(max_length=720)] | None = None
-    include_signals: bool = False
-    max_edges: int | None = Field(default=None, ge=1, le=100)
+    thought_id: IdStr | None = Field(default=None, description="thought to place")
+    content: Annotated[str, StringConstraints(max_length=720)] | None = Field(
+        default=None, description="draft text to place"
+    )
+    include_signals: bool = Field(default=False, description="every edge with its signals")
+    max_edges: int | None = Field(default=None, ge=1, le=100, description="planned edges to show (slim: 3)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
-from app.mcp.tools.common import COMMON_FIELD_DOCS, DESTRUCTIVE
+from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.store import handlers
 from app.mcp.tools.store.args import (
     TOOL,
@@ -21,10 +21,9 @@ from app.mcp.tools.store.args import (
 SPEC = ToolSpec(
     name=TOOL,
     description=(
-        "Write thoughts and edges. create {content, tags?, status?, parent_id?, url_links?, cwd?}; update "
-        "{thought_id, …fields} (never archives: use memory_supersede); bulk_create {thoughts[1–10000]}; link "
-        "{source_id, target_id, edge_type?}; link_batch {links[{source, target, type?}]}; unlink {edge_id}; "
-        "unlink_batch {edge_ids}; retype {edge_id, new_type}. unlink/retype preview first."
+        "Write thoughts and edges. create {content}; update {thought_id} (archive: memory_supersede); bulk_create "
+        "{thoughts}; link {source_id, target_id}; link_batch {links}; unlink {edge_id}; unlink_batch {edge_ids}; "
+        "retype {edge_id, new_type}. unlink, unlink_batch and retype preview first."
     ),
     actions=(
         Action("create", CreateArgs, handlers.create_thought, Role.writer),
@@ -42,14 +41,4 @@ SPEC = ToolSpec(
         "project_id": "project_id was removed; use cwd",
     },
     retired_per_action={"link": {"thought_id": "thought_id was removed for link; use source_id"}},
-    field_docs={
-        **COMMON_FIELD_DOCS,
-        "status": "draft|active (archiving is memory_supersede)",
-        "tags_mode": "replace (default)|add|remove",
-        "parent_id": "creates a parent edge parent → this thought",
-        "url_links": "[{text, url}] http(s) links",
-        "surface_after": "ISO time before which a draft stays hidden from the frontier",
-        "edge_type": "edge type, default related",
-        "thoughts": "[{content, tags?, status?, is_protected?, is_global?, parent_id?, url_links?}]",
-    },
 )

@@ -9,12 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.db.models import EdgeType
 from app.mcp.registry import ActionArgs
-from app.mcp.tools.common import ConfirmArgs, CwdArgs, IdStr, TagStr
+from app.mcp.tools.common import CONFIRM, ConfirmArgs, CwdArgs, IdStr, TagStr
 
 TOOL = "memory_store"
 ContentStr = Annotated[str, StringConstraints(max_length=100_000)]
 UrlStr = Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$")]
 Status = Literal["draft", "active", "archived"]
+
+
+TAGS = "tags"
+EDGE_ID = "edge id"
 
 
 class UrlLinkInput(BaseModel):
@@ -27,13 +31,13 @@ class ThoughtInput(BaseModel):
     """One thought to create (create's own arguments, and a bulk_create row)."""
 
     model_config = ConfigDict(extra="forbid")
-    content: ContentStr
-    tags: list[TagStr] | None = Field(default=None, max_length=50)
-    status: Status | None = None
-    is_protected: bool = False
-    is_global: bool = False
-    parent_id: IdStr | None = None
-    url_links: list[UrlLinkInput] | None = Field(default=None, max_length=50)
+    content: ContentStr = Field(description="the thought's text")
+    tags: list[TagStr] | None = Field(default=None, max_length=50, description=TAGS)
+    status: Status | None = Field(default=None, description="not archived (memory_supersede)")
+    is_protected: bool = Field(default=False, description="exempt from retention")
+    is_global: bool = Field(default=False, description="visible in every project")
+    parent_id: IdStr | None = Field(default=None, description="adds edge parent → this")
+    url_links: list[UrlLinkInput] | None = Field(default=None, max_length=50, description="[{text, url}] http(s) links")
 
 
 class CreateArgs(ThoughtInput, CwdArgs):
@@ -42,26 +46,26 @@ class CreateArgs(ThoughtInput, CwdArgs):
 
 class UpdateArgs(CwdArgs):
     action: Literal["update"]
-    thought_id: IdStr
-    content: ContentStr | None = None
-    tags: list[TagStr] | None = Field(default=None, max_length=50)
-    tags_mode: Literal["replace", "add", "remove"] | None = None
-    status: Status | None = None
-    is_protected: bool | None = None
-    is_global: bool | None = None
-    surface_after: datetime | None = None
+    thought_id: IdStr = Field(description="thought to update")
+    content: ContentStr | None = Field(default=None, description="the thought's text")
+    tags: list[TagStr] | None = Field(default=None, max_length=50, description=TAGS)
+    tags_mode: Literal["replace", "add", "remove"] | None = Field(default=None, description="default replace")
+    status: Status | None = Field(default=None, description="not archived (memory_supersede)")
+    is_protected: bool | None = Field(default=None, description="exempt from retention")
+    is_global: bool | None = Field(default=None, description="visible in every project")
+    surface_after: datetime | None = Field(default=None, description="ISO time a draft stays hidden until")
 
 
 class BulkCreateArgs(CwdArgs):
     action: Literal["bulk_create"]
-    thoughts: list[dict[str, Any]] = Field(min_length=1, max_length=10_000)
+    thoughts: list[dict[str, Any]] = Field(min_length=1, max_length=10_000, description="[{content, …create's fields}]")
 
 
 class LinkArgs(ActionArgs):
     action: Literal["link"]
-    source_id: IdStr
-    target_id: IdStr
-    edge_type: EdgeType = EdgeType.related
+    source_id: IdStr = Field(description="source (parent/earlier)")
+    target_id: IdStr = Field(description="edge target")
+    edge_type: EdgeType = Field(default=EdgeType.related, description="link: default related; link_batch: ignored")
 
 
 class LinkItem(BaseModel):
@@ -73,22 +77,22 @@ class LinkItem(BaseModel):
 
 class LinkBatchArgs(ActionArgs):
     action: Literal["link_batch"]
-    links: list[LinkItem] = Field(min_length=1, max_length=1000)
-    edge_type: EdgeType | None = None
+    links: list[LinkItem] = Field(min_length=1, max_length=1000, description="[{source, target, type?}]")
+    edge_type: EdgeType | None = Field(default=None, description="link: default related; link_batch: ignored")
 
 
 class UnlinkArgs(ConfirmArgs):
     action: Literal["unlink"]
-    edge_id: IdStr
+    edge_id: IdStr = Field(description=EDGE_ID)
 
 
 class UnlinkBatchArgs(ActionArgs):
     action: Literal["unlink_batch"]
-    edge_ids: list[IdStr] = Field(min_length=1, max_length=1000)
-    confirm: bool = False
+    edge_ids: list[IdStr] = Field(min_length=1, max_length=1000, description="edges to remove")
+    confirm: bool = Field(default=False, description=CONFIRM)
 
 
 class RetypeArgs(ConfirmArgs):
     action: Literal["retype"]
-    edge_id: IdStr
-    new_type: EdgeType
+    edge_id: IdStr = Field(description=EDGE_ID)
+    new_type: EdgeType = Field(description="the edge's new type")

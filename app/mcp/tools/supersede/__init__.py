@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
-from app.mcp.tools.common import COMMON_FIELD_DOCS, DESTRUCTIVE
+from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.supersede import handlers
 from app.mcp.tools.supersede.args import (
     TOOL,
@@ -16,9 +16,8 @@ from app.mcp.tools.supersede.args import (
 SPEC = ToolSpec(
     name=TOOL,
     description=(
-        "Archive and merge thoughts; every action previews, then confirm=true+preview_token executes. "
-        "archive {thought_id}; archive_batch {thought_ids (1–1000)}; merge {source_id, target_id, "
-        "merged_content?, merged_tags?, cwd?}: source's edges move to target, source is archived."
+        "Archive and merge thoughts, each previewed first. archive {thought_id}; archive_batch {thought_ids}; "
+        "merge {source_id, target_id}: edges move to the target, the source is archived."
     ),
     actions=(
         Action("archive", ArchiveArgs, handlers.archive, Role.writer),
@@ -27,12 +26,4 @@ SPEC = ToolSpec(
     ),
     annotations=DESTRUCTIVE,
     retired={"project_id": "project_id was removed; use cwd"},
-    field_docs={
-        **COMMON_FIELD_DOCS,
-        "cwd": "merge only: project of the result (default: the target's)",
-        "source_id": "thought merged away (archived)",
-        "target_id": "thought that survives and receives the edges",
-        "merged_content": "new content of the target",
-        "merged_tags": "new tag set of the target",
-    },
 )

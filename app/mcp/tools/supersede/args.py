@@ -13,18 +13,18 @@ TOOL = "memory_supersede"
 
 class ArchiveArgs(ConfirmArgs):
     action: Literal["archive"]
-    thought_id: IdStr
+    thought_id: IdStr = Field(description="thought to archive")
 
 
 class ArchiveBatchArgs(ConfirmArgs):
     action: Literal["archive_batch"]
-    thought_ids: list[IdStr] = Field(min_length=1, max_length=1000)
+    thought_ids: list[IdStr] = Field(min_length=1, max_length=1000, description="thoughts to archive")
 
 
 class MergeArgs(ConfirmArgs):
     action: Literal["merge"]
-    source_id: IdStr
-    target_id: IdStr
-    merged_content: str | None = None
-    merged_tags: list[TagStr] | None = None
-    cwd: CwdStr | None = None
+    source_id: IdStr = Field(description="thought merged away")
+    target_id: IdStr = Field(description="surviving thought")
+    merged_content: str | None = Field(default=None, description="new content of the target")
+    merged_tags: list[TagStr] | None = Field(default=None, description="new tag set of the target")
+    cwd: CwdStr | None = Field(default=None, description="result's project (default: target's)")

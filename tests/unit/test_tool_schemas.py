@@ -1,0 +1,62 @@
+"""The advertised tool definitions: built from the argument models, small, and every argument described."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from app.mcp.registry import ToolSpec
+from app.mcp.tools.catalog import ALL_SPECS
+
+# tools/list for all 11 tools, as the SDK sends it (compact JSON, UTF-8): 20,682 characters before the
+# schemas came from the models, 15,988 after (2026-12-01). The issue's budget is ≈ 4,000 tokens.
+TOOLS_LIST_BUDGET = 16_000
+
+
+def _definitions() -> list[dict[str, object]]:
+    return [spec.mcp_tool().model_dump(by_alias=True, exclude_none=True) for spec in ALL_SPECS]
+
+
+def test_tools_list_fits_the_budget() -> None:
+    size = len(json.dumps(_definitions(), ensure_ascii=False, separators=(",", ":")))
+    print(f"tools/list: {size} characters for {len(ALL_SPECS)} tools")
+    assert size <= TOOLS_LIST_BUDGET, size
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda spec: spec.name)
+def test_every_argument_is_described(spec: ToolSpec) -> None:
+    properties = spec.mcp_tool().input_schema["properties"]
+    undescribed = [name for name, prop in properties.items() if name != "action" and not prop.get("description")]
+    assert not undescribed, undescribed
+
+
+@pytest.mark.parametrize("spec", [spec for spec in ALL_SPECS if spec.has_actions], ids=lambda spec: spec.name)
+def test_every_action_names_its_required_arguments(spec: ToolSpec) -> None:
+    tool = spec.mcp_tool()
+    properties = tool.input_schema["properties"]
+    description = tool.description or ""
+    for action in spec.actions:
+        required = [
+            name for name, field in action.model.model_fields.items() if field.is_required() and name != "action"
+        ]
+        assert set(required) <= set(properties), action.name
+        assert re.search(rf"(?<!\w){action.name}(?!\w)", description), f"{spec.name}: {action.name} unnamed"
+        braced = re.search(rf"(?<!\w){action.name} \{{([^}}]*)\}}", description)
+        listed = set(re.split(r"[,|] ?", braced.group(1))) if braced else set()
+        assert set(required) <= listed, f"{spec.name} {action.name}: {description}"
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda spec: spec.name)
+def test_retired_arguments_are_named_with_their_replacement_not_advertised(spec: ToolSpec) -> None:
+    tool = spec.mcp_tool()
+    live = {name for action in spec.actions for name in action.model.model_fields}
+    for name, text in spec.retired.items():
+        assert name not in tool.input_schema["properties"]
+        replacement = text.partition("; use ")[2].split(" (", 1)[0]
+        assert (f"{name}→{replacement}" if replacement else f"{name} (no replacement)") in (tool.description or "")
+    for action, retired in spec.retired_per_action.items():
+        for name, text in retired.items():
+            assert name in live or name not in tool.input_schema["properties"]
+            assert f"{action} {name}→{text.partition('; use ')[2]}" in (tool.description or "")
