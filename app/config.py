@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import AnyHttpUrl, BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("~/.local/share/synaptomind").expanduser()
@@ -105,6 +106,46 @@ class GraphSettings(BaseModel):
     max_degree: int = Field(default=25, ge=1, le=500)
 
 
+class OAuthSettings(BaseModel):
+    """MCP authorization (OAuth 2.1) beside the static bearer tokens (docs/CONFIG.md, docs/SECURITY.md).
+
+    Off by default: an existing deployment keeps exactly its static-token behaviour (same 401, no new
+    routes) until the operator names the public URL clients reach it at, which OAuth needs (it is the
+    issuer and, with `/mcp`, the resource every token is bound to).
+    """
+
+    enabled: bool = False
+    # The origin clients reach the service at, e.g. https://memory.example.com (TLS terminated in front);
+    # http is accepted only for loopback hosts (RFC 8414 issuers are https).
+    public_url: str | None = None
+    access_token_minutes: int = Field(default=60, ge=1, le=24 * 60)
+    refresh_token_days: int = Field(default=30, ge=1, le=365)
+    # Open dynamic client registration (RFC 7591) lets any MCP client register itself, as the MCP spec
+    # expects; a client gets nothing until a user signs in and consents, so open is the useful default.
+    registration_open: bool = True
+
+    @model_validator(mode="after")
+    def _public_url_when_enabled(self) -> OAuthSettings:
+        if not self.enabled:
+            return self
+        if not self.public_url:
+            raise ValueError(
+                "oauth.public_url is required when oauth.enabled is true (e.g. https://memory.example.com)"
+            )
+        parsed = urlsplit(self.public_url)
+        loopback = parsed.hostname in ("localhost", "127.0.0.1", "::1")
+        if parsed.scheme != "https" and not (parsed.scheme == "http" and loopback):
+            raise ValueError(f"oauth.public_url {self.public_url!r}: must be https (http only for a loopback host)")
+        if parsed.path not in ("", "/") or parsed.query or parsed.fragment or not parsed.hostname:
+            raise ValueError(f"oauth.public_url {self.public_url!r}: must be an origin only (no path, query or #)")
+        if parsed.username is not None:
+            raise ValueError(f"oauth.public_url {self.public_url!r}: must not contain credentials")
+        # As clients will compare it (RFC 8414 issuer, RFC 9207 `iss`: exact strings): the URL parser's
+        # rendering (lower-case host, no default port), without the trailing slash of an empty path.
+        self.public_url = str(AnyHttpUrl(f"{parsed.scheme}://{parsed.netloc}")).rstrip("/")
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SYNAPTO_",
@@ -135,6 +176,7 @@ class Settings(BaseSettings):
     decay: DecaySettings = DecaySettings()
     jobs: JobsSettings = JobsSettings()
     rate_limit: RateLimitSettings = RateLimitSettings()
+    oauth: OAuthSettings = OAuthSettings()
     pool_size: int = Field(default=10, ge=1, le=200)
 
 

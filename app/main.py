@@ -210,4 +210,4 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
     security = transport_security(
         settings.host, settings.port, settings.http.allowed_hosts, settings.http.allowed_origins
     )
-    return build_http_app(context, server, security, settings.http.max_body_bytes, local, lifespan)
+    return build_http_app(context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth)

@@ -395,3 +395,73 @@ class AuditEvent(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default=sql("'{}'::jsonb"))
     created_at: Mapped[datetime] = _created_at()
     __table_args__ = (Index("ix_audit_event_created_at", "created_at"),)
+
+
+class OAuthClient(Base):
+    """A client registered by RFC 7591 dynamic registration: its metadata, and its secret's SHA-256 if any."""
+
+    __tablename__ = "oauth_client"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # the client_id handed to the client
+    secret_hash: Mapped[bytes | None] = mapped_column(LargeBinary(32))  # NULL: a public client (PKCE only)
+    client_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, nullable=False)
+    created_at: Mapped[datetime] = _created_at()
+
+
+class OAuthAuthorization(Base):
+    """One authorization request from /authorize to its code's exchange (app.services.oauth).
+
+    Created by /authorize (the sign-in page finds it by `request_hash`), bound to a user at sign-in, given a
+    code at consent, marked used by the token exchange: each step is one row update, so any replica serves it.
+    """
+
+    __tablename__ = "oauth_authorization"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    client_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("oauth_client.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    request_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
+    consent_hash: Mapped[bytes | None] = mapped_column(LargeBinary(32))  # the signed-in browser's consent secret
+    code_hash: Mapped[bytes | None] = mapped_column(LargeBinary(32), unique=True)
+    user_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="CASCADE"))
+    role: Mapped[Role | None] = mapped_column(_enum(Role, "user_role"))
+    code_challenge: Mapped[str] = mapped_column(String(128), nullable=False)  # S256 only (the SDK refuses plain)
+    redirect_uri: Mapped[str] = mapped_column(Text, nullable=False)
+    redirect_uri_explicit: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default=sql("'{}'::text[]"))
+    resource: Mapped[str] = mapped_column(Text, nullable=False)
+    state: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (Index("ix_oauth_authorization_expires_at", "expires_at"),)
+
+
+class OAuthToken(Base):
+    """Access and refresh tokens (SHA-256 only). One `family_id` per code exchange: a refresh rotates within
+    it (`parent_id` = the refresh token it replaced), revocation and a replayed refresh token end all of it."""
+
+    __tablename__ = "oauth_token"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    token_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
+    client_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("oauth_client.id", ondelete="CASCADE"), nullable=False
+    )
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    role: Mapped[Role] = mapped_column(_enum(Role, "user_role"), nullable=False)  # granted at consent
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default=sql("'{}'::text[]"))
+    resource: Mapped[str] = mapped_column(Text, nullable=False)
+    family_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False, index=True)
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("oauth_token.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = _created_at()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # a refresh token, once rotated
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (
+        CheckConstraint("kind IN ('access', 'refresh')", name="known_kind"),
+        Index("ix_oauth_token_expires_at", "expires_at"),
+    )

@@ -6,30 +6,49 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import AnyHttpUrl
 from sqlalchemy import text
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.config import OAuthSettings
 from app.db.engine import is_unavailable
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
+from app.http.oauth import PAGE_PATHS, PROTOCOL_PATHS, api_token_role, oauth_routes, resource_metadata_url
 from app.mcp.server import PRINCIPAL_SCOPE_KEY, SynaptoServer
 from app.observability import render_metrics
 from app.services.auth import AuthService, TokenUsage
 from app.services.context import AppContext
 from app.services.health import SEVERITY_RANK, HealthService
+from app.services.oauth import ACCESS_PREFIX, OAuthConfig, OAuthProvider, OAuthTokenVerifier, StoredAccessToken
 
 logger = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"/health"})
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+@dataclass(frozen=True)
+class OAuthGate:
+    """MCP authorization on /mcp (oauth.enabled): OAuth access tokens beside the static ones, and the 401's
+    pointer to the protected resource metadata (RFC 9728 §5.1)."""
+
+    backend: BearerAuthBackend  # the SDK's check: unexpired, and issued for this resource (RFC 8707)
+    resource_metadata: str
+
+    @property
+    def open_paths(self) -> frozenset[str]:
+        return PROTOCOL_PATHS | PAGE_PATHS
 
 
 @dataclass
@@ -43,15 +62,22 @@ class BearerAuthMiddleware:
     """401 before any tool runs; the authenticated principal rides in the ASGI scope."""
 
     def __init__(
-        self, app: ASGIApp, context: AppContext, local: LocalPrincipal | None, usage: TokenUsage | None = None
+        self,
+        app: ASGIApp,
+        context: AppContext,
+        local: LocalPrincipal | None,
+        usage: TokenUsage | None = None,
+        oauth: OAuthGate | None = None,
     ) -> None:
         self.app = app
         self.context = context
         self.local = local
         self.usage = usage if usage is not None else TokenUsage()  # written by whoever runs `usage.flushing`
+        self.oauth = oauth
+        self.open_paths = PUBLIC_PATHS | (oauth.open_paths if oauth is not None else frozenset())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
             await self.app(scope, receive, send)
             return
         try:
@@ -60,7 +86,7 @@ class BearerAuthMiddleware:
             await _unavailable(scope, receive, send)
             return
         if principal is None:
-            await _unauthorized(scope, receive, send)
+            await _unauthorized(scope, receive, send, self.oauth.resource_metadata if self.oauth else None)
             return
         scope[PRINCIPAL_SCOPE_KEY] = principal
         await self.app(scope, receive, send)
@@ -70,6 +96,8 @@ class BearerAuthMiddleware:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
+        if self.oauth is not None and token.strip().startswith(ACCESS_PREFIX):
+            return await self._authenticate_oauth(scope)
         try:
             async with self.context.db.autocommit() as session:  # one SELECT: no transaction around it
                 return await AuthService(session).verify(token.strip(), self.usage)
@@ -80,6 +108,21 @@ class BearerAuthMiddleware:
             logger.exception("token verification failed")
             return None
 
+    async def _authenticate_oauth(self, scope: Scope) -> Principal | None:
+        assert self.oauth is not None
+        try:
+            found = await self.oauth.backend.authenticate(HTTPConnection(scope))
+        except Exception as error:
+            if is_unavailable(error):
+                logger.warning("OAuth token verification: database unavailable (%s)", type(error).__name__)
+                raise DatabaseUnavailable from error
+            logger.exception("OAuth token verification failed")
+            return None
+        if found is None:
+            return None
+        token = found[1].access_token
+        return token.principal() if isinstance(token, StoredAccessToken) else None
+
 
 class HostOriginMiddleware:
     """DNS-rebinding protection on every route, not only /mcp: unknown Host → 421, unknown Origin → 403.
@@ -87,12 +130,14 @@ class HostOriginMiddleware:
     /health stays open to any Host (load balancers and container probes address it by IP; it reveals nothing).
     """
 
-    def __init__(self, app: ASGIApp, security: TransportSecuritySettings) -> None:
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings, exempt: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.checker = TransportSecurityMiddleware(security)
+        # The OAuth protocol endpoints: browser-based clients call them cross-origin (the SDK answers CORS).
+        self.exempt = PUBLIC_PATHS | exempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in PUBLIC_PATHS:
+        if scope["type"] == "http" and scope["path"] not in self.exempt:
             refusal = await self.checker.validate_request(Request(scope))
             if refusal is not None:
                 await refusal(scope, receive, send)
@@ -117,11 +162,14 @@ async def _unavailable(scope: Scope, receive: Receive, send: Send) -> None:
     await response(scope, receive, send)
 
 
-async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
+async def _unauthorized(scope: Scope, receive: Receive, send: Send, resource_metadata: str | None = None) -> None:
+    challenge = 'Bearer realm="synaptomind"'
+    if resource_metadata is not None:  # MCP authorization: where an OAuth client discovers how to get a token
+        challenge += f', resource_metadata="{resource_metadata}"'
     response = JSONResponse(
         {"error": "Unauthorized: send 'Authorization: Bearer <token>' (create one with `synaptomind token create`)"},
         status_code=401,
-        headers={"WWW-Authenticate": 'Bearer realm="synaptomind"'},
+        headers={"WWW-Authenticate": challenge},
     )
     await response(scope, receive, send)
 
@@ -214,7 +262,11 @@ def build_http_app(
     max_body_bytes: int,
     local: LocalPrincipal | None,
     lifespan: Lifespan | None = None,
+    oauth_settings: OAuthSettings | None = None,
 ) -> ASGIApp:
+    oauth = OAuthConfig.from_settings(oauth_settings) if oauth_settings is not None and local is None else None
+    if oauth is not None:
+        security = _with_public_url(security, oauth.issuer)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
@@ -235,13 +287,32 @@ def build_http_app(
             await stack.enter_async_context(usage.flushing(context.db))
             yield
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/health", health_endpoint(context), methods=["GET"]),
         Route("/api/health-check", health_check_endpoint(context), methods=["GET"]),
         Route("/api/health-check/fix", health_fix_endpoint(context), methods=["POST"]),
         Route("/metrics", metrics_endpoint(context), methods=["GET"]),
-        Mount("/", app=mcp_app),
     ]
+    gate: OAuthGate | None = None
+    if oauth is not None:
+        provider = OAuthProvider(context.db, oauth)
+        routes += oauth_routes(provider, oauth, api_token_role(context.db))
+        backend = BearerAuthBackend(OAuthTokenVerifier(provider), resource_server_url=AnyHttpUrl(oauth.resource))
+        gate = OAuthGate(backend, resource_metadata_url(oauth))
+    routes.append(Mount("/", app=mcp_app))
     starlette = Starlette(routes=routes, lifespan=run)
+    exempt = PROTOCOL_PATHS if oauth is not None else frozenset()
     # Inside the token check: an unauthenticated request still gets its 401 first, whatever its Host.
-    return BearerAuthMiddleware(HostOriginMiddleware(starlette, security), context, local, usage)
+    return BearerAuthMiddleware(HostOriginMiddleware(starlette, security, exempt), context, local, usage, gate)
+
+
+def _with_public_url(security: TransportSecuritySettings, public_url: str) -> TransportSecuritySettings:
+    """The public URL's host and origin are allowed: the proxy in front forwards its Host, and the sign-in
+    page's forms post from that origin."""
+    host = urlsplit(public_url).netloc
+    return security.model_copy(
+        update={
+            "allowed_hosts": [*security.allowed_hosts, host],
+            "allowed_origins": [*security.allowed_origins, public_url],
+        }
+    )

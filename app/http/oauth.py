@@ -1,0 +1,331 @@
+"""The OAuth routes of MCP authorization: the SDK's handlers (mcp.server.auth) over app.services.oauth, plus the
+server-rendered sign-in and consent pages (plain HTML forms: no script, no build step).
+
+Endpoints (docs/API.md): /.well-known/oauth-protected-resource[/mcp] (RFC 9728),
+/.well-known/oauth-authorization-server (RFC 8414), /register (RFC 7591), /authorize, /token, /revoke
+(RFC 7009), /oauth/signin and /oauth/consent (the pages).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from mcp.server.auth.handlers.authorize import AuthorizationHandler
+from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
+from mcp.server.auth.handlers.register import RegistrationHandler
+from mcp.server.auth.handlers.revoke import RevocationHandler
+from mcp.server.auth.handlers.token import TokenHandler
+from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
+from mcp.server.auth.routes import build_metadata, cors_middleware
+from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
+from mcp.server.transport_security import RequestBodyLimitMiddleware
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, ProtectedResourceMetadata
+from pydantic import AnyHttpUrl
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route, request_response
+from starlette.types import ASGIApp
+
+from app.db.models import Role
+from app.services.auth import AuthService
+from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider
+
+# Served without the bearer check (they are how a client gets a token) and without the Host/Origin check
+# (browser-based clients call the JSON endpoints cross-origin, as the SDK's CORS headers allow).
+PROTOCOL_PATHS = frozenset(
+    {
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/authorize",
+        "/token",
+        "/register",
+        "/revoke",
+    }
+)
+# Without the bearer check, but behind the Host/Origin check: the forms post to their own origin only.
+PAGE_PATHS = frozenset({SIGNIN_PATH, CONSENT_PATH})
+FORM_BODY_LIMIT = 64 * 1024
+CSRF_COOKIE = "synapto_oauth_csrf"
+
+
+class ClientSecretAuthenticator(ClientAuthenticator):
+    """The SDK's client authentication for /token and /revoke, checking the secret against its stored hash.
+
+    The SDK's authenticator compares the presented secret with `client.client_secret` in clear; this service
+    keeps only the secret's SHA-256 (a dump of the database must not authenticate as a client).
+    """
+
+    def __init__(self, provider: OAuthProvider) -> None:
+        super().__init__(provider)  # type: ignore[arg-type]
+        self.oauth = provider
+
+    async def authenticate_request(self, request: Request) -> OAuthClientInformationFull:
+        form = await request.form()
+        client_id = form.get("client_id")
+        if not isinstance(client_id, str) or not client_id:
+            raise AuthenticationError("client_id: missing")
+        client = await self.oauth.get_client(client_id)
+        if client is None:
+            raise AuthenticationError("client_id: unknown client")
+        method = client.token_endpoint_auth_method or "client_secret_post"
+        presented: str | None = None
+        if method == "client_secret_basic":
+            presented = _basic_secret(request.headers.get("Authorization", ""), client_id)
+        elif method == "client_secret_post":
+            value = form.get("client_secret")
+            presented = value if isinstance(value, str) else None
+        elif method != "none":
+            raise AuthenticationError(f"token_endpoint_auth_method: {method!r} is not supported")
+        if method != "none":
+            if not presented:
+                raise AuthenticationError("client_secret: required for this client")
+            if not await self.oauth.verify_client_secret(client_id, presented):
+                raise AuthenticationError("client_secret: does not match")
+        return client
+
+
+def _basic_secret(header: str, client_id: str) -> str:
+    if not header.startswith("Basic "):
+        raise AuthenticationError("Authorization: send the client credentials as HTTP Basic")
+    try:
+        decoded = base64.b64decode(header[6:], validate=True).decode()
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise AuthenticationError("Authorization: malformed HTTP Basic credentials") from None
+    name, separator, secret = decoded.partition(":")
+    if not separator or unquote(name) != client_id:
+        raise AuthenticationError("Authorization: the Basic user is not client_id")
+    return unquote(secret)
+
+
+def _limited(app: ASGIApp) -> ASGIApp:
+    return RequestBodyLimitMiddleware(app, FORM_BODY_LIMIT)
+
+
+def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
+    return CORSMiddleware(app=app, allow_origins="*", allow_methods=methods, allow_headers=["mcp-protocol-version"])
+
+
+def authorization_server_metadata(config: OAuthConfig) -> OAuthMetadata:
+    """RFC 8414 metadata: the SDK's, with the issuer exactly as configured (no trailing slash, as the protected
+    resource metadata names it: clients compare the two as strings), public clients (`none`) and RFC 9207."""
+    options = ClientRegistrationOptions(enabled=True)
+    metadata = build_metadata(AnyHttpUrl(config.issuer), None, options, RevocationOptions(enabled=True))
+    methods = ["none", "client_secret_post", "client_secret_basic"]
+    return OAuthMetadata.model_validate(
+        {
+            **metadata.model_dump(mode="json", exclude_none=True),
+            "issuer": config.issuer,
+            "token_endpoint_auth_methods_supported": methods,
+            "revocation_endpoint_auth_methods_supported": methods,
+            "authorization_response_iss_parameter_supported": True,
+        }
+    )
+
+
+def resource_metadata_url(config: OAuthConfig) -> str:
+    """Where the 401 of /mcp points (RFC 9728 §5.1): the path-suffixed well-known URL of the resource."""
+    return f"{config.issuer}/.well-known/oauth-protected-resource/mcp"
+
+
+def oauth_routes(provider: OAuthProvider, config: OAuthConfig, api_token_check: TokenCheck) -> list[BaseRoute]:
+    metadata = authorization_server_metadata(config)
+    resource = ProtectedResourceMetadata.model_validate(
+        {"resource": config.resource, "authorization_servers": [config.issuer], "resource_name": "SynaptoMind"}
+    )
+    authenticator = ClientSecretAuthenticator(provider)
+    registration = RegistrationHandler(provider, ClientRegistrationOptions(enabled=True))  # type: ignore[arg-type]
+    register = _limited(request_response(registration.handle))
+    if not config.registration_open:
+        register = AdminOnly(register, api_token_check)
+    resource_handler = cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"])
+    pages = SignInPages(provider, config)
+    return [
+        Route("/.well-known/oauth-protected-resource", resource_handler, methods=["GET", "OPTIONS"]),
+        Route("/.well-known/oauth-protected-resource/mcp", resource_handler, methods=["GET", "OPTIONS"]),
+        Route(
+            "/.well-known/oauth-authorization-server",
+            cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]),
+            methods=["GET", "OPTIONS"],
+        ),
+        Route(
+            "/authorize",
+            _limited(request_response(AuthorizationHandler(provider).handle)),  # type: ignore[arg-type]
+            methods=["GET", "POST"],
+        ),
+        Route(
+            "/token",
+            _cors(_limited(request_response(TokenHandler(provider, authenticator).handle)), ["POST", "OPTIONS"]),  # type: ignore[arg-type]
+            methods=["POST", "OPTIONS"],
+        ),
+        Route("/register", _cors(register, ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]),
+        Route(
+            "/revoke",
+            _cors(_limited(request_response(RevocationHandler(provider, authenticator).handle)), ["POST", "OPTIONS"]),  # type: ignore[arg-type]
+            methods=["POST", "OPTIONS"],
+        ),
+        Route(SIGNIN_PATH, pages.signin_page, methods=["GET"]),
+        Route(SIGNIN_PATH, _limited(request_response(pages.signin)), methods=["POST"]),
+        Route(CONSENT_PATH, _limited(request_response(pages.consent)), methods=["POST"]),
+    ]
+
+
+TokenCheck = Callable[[str], Awaitable[Role | None]]
+
+
+def api_token_role(db: Any) -> TokenCheck:
+    """The role of a valid static API token (None: unknown, revoked or expired)."""
+
+    async def check(token: str) -> Role | None:
+        async with db.autocommit() as session:
+            principal = await AuthService(session).verify(token)
+        return principal.role if principal is not None else None
+
+    return check
+
+
+class AdminOnly:
+    """Closed registration: /register needs an admin's API token as its initial access token (RFC 7591 §3)."""
+
+    def __init__(self, app: ASGIApp, check: TokenCheck) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("method") != "OPTIONS":
+            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            scheme, _, token = header.partition(" ")
+            role = await self.check(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+            if role is not Role.admin:
+                description = "registration is closed: send an admin's API token as 'Authorization: Bearer <token>'"
+                response = JSONResponse(
+                    {"error": "invalid_token", "error_description": description},
+                    status_code=401,
+                    headers={"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{description}"'},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+# The pages: no script, no external resource; framing refused (clickjacking of the consent button).
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem;color:#222}"
+    "input[type=password]{width:100%;padding:.5rem;margin:.5rem 0}button{padding:.5rem 1rem;margin-right:.5rem}"
+    ".error{color:#a00}code{background:#eee;padding:0 .2rem}"
+)
+
+
+def _page(title: str, body: str, status: int = 200, csrf: str | None = None, secure: bool = False) -> HTMLResponse:
+    document = (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f'<meta name="viewport" content="width=device-width"><style>{STYLE}</style></head>'
+        f"<body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    )
+    response = HTMLResponse(document, status_code=status, headers=PAGE_HEADERS)
+    if csrf is not None:
+        # Double-submit: a cross-site form cannot read this cookie to copy it into its fields.
+        response.set_cookie(
+            CSRF_COOKIE, csrf, max_age=900, path="/oauth", httponly=True, samesite="strict", secure=secure
+        )
+    return response
+
+
+def _hidden(**fields: str) -> str:
+    return "".join(
+        f'<input type="hidden" name="{name}" value="{html.escape(value)}">' for name, value in fields.items()
+    )
+
+
+class SignInPages:
+    """Sign in with an API token, then consent; every state lives in the authorization's row."""
+
+    def __init__(self, provider: OAuthProvider, config: OAuthConfig) -> None:
+        self.provider = provider
+        self.secure = config.issuer.startswith("https://")
+
+    def _expired(self) -> HTMLResponse:
+        body = "<p>This sign-in request is unknown, expired or already answered. Start again from your MCP client.</p>"
+        return _page("Sign-in request expired", body, status=400)
+
+    def _csrf_refused(self) -> HTMLResponse:
+        body = "<p>The form's CSRF token does not match this browser's: reload the sign-in page and retry.</p>"
+        return _page("Form refused", body, status=403)
+
+    def _signin_form(self, handle: str, client_name: str, csrf: str, error: str | None = None) -> HTMLResponse:
+        problem = f'<p class="error">{html.escape(error)}</p>' if error else ""
+        body = (
+            f"<p><strong>{html.escape(client_name)}</strong> asks to use your SynaptoMind memory.</p>{problem}"
+            f'<form method="post" action="{SIGNIN_PATH}">{_hidden(request=handle, csrf=csrf)}'
+            '<label for="api_token">Your SynaptoMind API token (<code>smt_…</code>)</label>'
+            '<input type="password" id="api_token" name="api_token" autocomplete="off" required>'
+            '<button type="submit">Sign in</button></form>'
+        )
+        return _page("Sign in to SynaptoMind", body, status=401 if error else 200, csrf=csrf, secure=self.secure)
+
+    async def signin_page(self, request: Request) -> Response:
+        handle = request.query_params.get("request", "")
+        pending = await self.provider.pending(handle)
+        if pending is None:
+            return self._expired()
+        return self._signin_form(handle, pending.client_name, secrets.token_urlsafe(32))
+
+    async def _form(self, request: Request) -> dict[str, str] | None:
+        """The posted fields, or None when the CSRF token is not this browser's cookie."""
+        form = await request.form()
+        fields = {key: value for key, value in form.items() if isinstance(value, str)}
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        posted = fields.get("csrf", "")
+        if not cookie or not posted or not secrets.compare_digest(cookie.encode(), posted.encode()):
+            return None
+        return fields
+
+    async def signin(self, request: Request) -> Response:
+        fields = await self._form(request)
+        if fields is None:
+            return self._csrf_refused()
+        handle, csrf = fields.get("request", ""), fields["csrf"]
+        signed_in = await self.provider.sign_in(handle, fields.get("api_token", ""))
+        if signed_in is None:
+            pending = await self.provider.pending(handle)
+            if pending is None:
+                return self._expired()
+            message = "api_token: not a valid SynaptoMind API token (unknown, revoked or expired)"
+            return self._signin_form(handle, pending.client_name, csrf, message)
+        user, row = signed_in.principal, signed_in.pending.row
+        target = urlsplit(row.redirect_uri)
+        body = (
+            f"<p>Signed in as <strong>{html.escape(user.name)}</strong>.</p>"
+            f"<p><strong>{html.escape(signed_in.pending.client_name)}</strong> will act as you with the role "
+            f"<strong>{html.escape(user.role.value)}</strong> on this SynaptoMind memory "
+            f"(<code>{html.escape(row.resource)}</code>) until its tokens expire or are revoked.</p>"
+            f"<p>You will return to <code>{html.escape(f'{target.scheme}://{target.netloc}')}</code>.</p>"
+            f'<form method="post" action="{CONSENT_PATH}">'
+            f"{_hidden(request=handle, consent=signed_in.consent_secret, csrf=csrf)}"
+            '<button type="submit" name="decision" value="approve">Allow</button>'
+            '<button type="submit" name="decision" value="deny">Deny</button></form>'
+        )
+        return _page("Allow access?", body, csrf=csrf, secure=self.secure)
+
+    async def consent(self, request: Request) -> Response:
+        fields = await self._form(request)
+        if fields is None:
+            return self._csrf_refused()
+        approve = fields.get("decision") == "approve"
+        target = await self.provider.consent(fields.get("request", ""), fields.get("consent", ""), approve)
+        if target is None:
+            return self._expired()
+        return RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})

@@ -1,0 +1,455 @@
+"""MCP authorization (OAuth 2.1) over PostgreSQL: the MCP SDK's provider protocol, the sign-in and consent steps.
+
+The SDK's handlers (mcp.server.auth) parse and validate the protocol (PKCE S256, redirect_uri, client
+authentication); this provider stores every client, authorization request, code and token in PostgreSQL as a
+SHA-256 hash, so any replica serves any step and a database dump grants nothing. Tokens are opaque random
+strings with a prefix telling the bearer check where to look (`smt_` API tokens, `sma_` OAuth access tokens).
+
+A code exchange starts a token *family* (its id is the authorization's): a refresh spends its refresh token
+and issues a new pair in the family; presenting a spent refresh token or a used code again is treated as
+theft (OAuth 2.1 §4.3.1, RFC 9700 §4.14) and revokes the whole family; revocation ends the family too.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    AuthorizeError,
+    RefreshToken,
+    RegistrationError,
+    TokenError,
+    construct_redirect_uri,
+)
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from app.db.models import Role
+from app.db.records import Principal
+from app.db.repositories.oauth import AuthorizationRow, OAuthRepository, TokenRow
+from app.services.auth import AuthService, hash_token
+
+if TYPE_CHECKING:
+    from app.config import OAuthSettings
+    from app.db.engine import Database
+
+logger = logging.getLogger(__name__)
+
+ACCESS_PREFIX = "sma_"
+REFRESH_PREFIX = "smr_"
+CODE_PREFIX = "smc_"
+# The sign-in and consent pages must be done within this; the code then lives one minute (RFC 6749 §4.1.2
+# asks for short-lived codes): the client exchanges it right after the redirect.
+REQUEST_TTL = timedelta(minutes=10)
+CODE_TTL = timedelta(seconds=60)
+SIGNIN_PATH = "/oauth/signin"
+CONSENT_PATH = "/oauth/consent"
+ROLE_RANK = {Role.reader: 0, Role.writer: 1, Role.admin: 2}
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def _secret(prefix: str) -> str:
+    return prefix + secrets.token_urlsafe(32)  # 256 bits (RFC 6749 §10.10 asks for at least 128)
+
+
+def lower_role(first: Role, second: Role) -> Role:
+    return first if ROLE_RANK[first] <= ROLE_RANK[second] else second
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    """What the provider and the routes need of the settings; `issuer` is an origin without a trailing slash."""
+
+    issuer: str
+    access_ttl: timedelta = timedelta(hours=1)
+    refresh_ttl: timedelta = timedelta(days=30)
+    registration_open: bool = True
+
+    @property
+    def resource(self) -> str:
+        """The protected resource (RFC 8707 / RFC 9728): the MCP endpoint; every token is bound to it."""
+        return f"{self.issuer}/mcp"
+
+    @classmethod
+    def from_settings(cls, settings: OAuthSettings) -> OAuthConfig | None:
+        if not settings.enabled or not settings.public_url:
+            return None
+        return cls(
+            issuer=settings.public_url.rstrip("/"),
+            access_ttl=timedelta(minutes=settings.access_token_minutes),
+            refresh_ttl=timedelta(days=settings.refresh_token_days),
+            registration_open=settings.registration_open,
+        )
+
+
+class StoredCode(AuthorizationCode):
+    authorization_id: uuid.UUID
+    user_id: uuid.UUID
+    role: Role
+    used: bool
+
+
+class StoredRefreshToken(RefreshToken):
+    token_id: uuid.UUID
+    family_id: uuid.UUID
+    user_id: uuid.UUID
+    role: Role
+
+
+class StoredAccessToken(AccessToken):
+    token_id: uuid.UUID
+    family_id: uuid.UUID
+    user_id: uuid.UUID
+    user_name: str
+    role: Role  # the lower of the role granted at consent and the user's role now
+
+    def principal(self) -> Principal:
+        # token_id = the family: the rate limiter counts one grant as one token across its refreshes.
+        return Principal(self.user_id, self.user_name, self.role, token_id=self.family_id)
+
+
+@dataclass(frozen=True)
+class PendingRequest:
+    """An authorization request on the sign-in or consent page."""
+
+    row: AuthorizationRow
+    client_name: str
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    consent_secret: str  # shown once in the consent form; only its hash is stored
+    principal: Principal
+    pending: PendingRequest
+
+
+def _timestamp(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+def _redirect_uri_refusal(uri: str) -> str | None:
+    """Why a redirect URI may not be registered (None: acceptable). OAuth 2.1 §2.3.1 / RFC 8252: https,
+    http to a loopback host (native apps), or a private-use scheme; never a fragment."""
+    parts = urlsplit(uri)
+    if parts.fragment:
+        return f"redirect_uris: {uri!r} must not contain a fragment"
+    if parts.scheme in ("javascript", "data", "file", "vbscript"):
+        return f"redirect_uris: {uri!r} uses a forbidden scheme"
+    if parts.scheme == "http" and parts.hostname not in LOOPBACK:
+        return f"redirect_uris: {uri!r} must be https (http only to a loopback host)"
+    return None
+
+
+class OAuthProvider:
+    """`OAuthAuthorizationServerProvider[StoredCode, StoredRefreshToken, StoredAccessToken]` over PostgreSQL."""
+
+    def __init__(self, db: Database, config: OAuthConfig) -> None:
+        self.db = db
+        self.config = config
+
+    # Clients (RFC 7591)
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if not client_id or len(client_id) > 64:
+            return None
+        async with self.db.autocommit() as session:
+            row = await OAuthRepository(session).client(client_id)
+        if row is None:
+            return None
+        # The secret is never returned (only its hash exists): ClientSecretAuthenticator checks it instead.
+        return OAuthClientInformationFull.model_validate({**row.metadata, "client_id": row.id, "client_secret": None})
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        for uri in client_info.redirect_uris or []:
+            refusal = _redirect_uri_refusal(str(uri))
+            if refusal is not None:
+                raise RegistrationError("invalid_redirect_uri", refusal)
+        if client_info.client_id is None:
+            raise RegistrationError("invalid_client_metadata", "client_id: missing")
+        secret = client_info.client_secret
+        metadata = client_info.model_dump(mode="json", exclude={"client_id", "client_secret"}, exclude_none=True)
+        async with self.db.unit_of_work() as session:
+            await OAuthRepository(session).insert_client(
+                client_info.client_id, hash_token(secret) if secret else None, metadata
+            )
+
+    async def verify_client_secret(self, client_id: str, secret: str) -> bool:
+        async with self.db.autocommit() as session:
+            row = await OAuthRepository(session).client(client_id)
+        if row is None or row.secret_hash is None:
+            return False
+        return secrets.compare_digest(row.secret_hash, hash_token(secret))
+
+    # Authorization (the SDK validated client, redirect_uri, scope, PKCE method)
+
+    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        resource = (params.resource or self.config.resource).rstrip("/")
+        if resource != self.config.resource:
+            # RFC 8707 §2: this server issues tokens for its own MCP endpoint only.
+            raise AuthorizeError("invalid_target", f"resource: {params.resource!r} is not {self.config.resource!r}")
+        assert client.client_id is not None
+        handle = _secret("")
+        async with self.db.unit_of_work() as session:
+            await OAuthRepository(session).insert_authorization(
+                client.client_id,
+                hash_token(handle),
+                params.code_challenge,
+                str(params.redirect_uri),
+                params.redirect_uri_provided_explicitly,
+                params.scopes or [],
+                resource,
+                params.state,
+                datetime.now(UTC) + REQUEST_TTL,
+            )
+        return construct_redirect_uri(f"{self.config.issuer}{SIGNIN_PATH}", request=handle)
+
+    async def pending(self, handle: str) -> PendingRequest | None:
+        if not handle or len(handle) > 100:
+            return None
+        async with self.db.autocommit() as session:
+            repository = OAuthRepository(session)
+            row = await repository.pending_request(hash_token(handle))
+            client = await repository.client(row.client_id) if row else None
+        if row is None or client is None:
+            return None
+        return PendingRequest(row, str(client.metadata.get("client_name") or row.client_id))
+
+    async def sign_in(self, handle: str, api_token: str) -> SignedIn | None:
+        """Authenticate the user with one of their API tokens; None when the token or the request is not valid."""
+        pending = await self.pending(handle)
+        if pending is None:
+            return None
+        async with self.db.autocommit() as session:
+            principal = await AuthService(session).verify(api_token.strip())
+        if principal is None or principal.user_id is None:
+            return None
+        consent_secret = _secret("")
+        async with self.db.unit_of_work() as session:
+            bound = await OAuthRepository(session).sign_in(
+                hash_token(handle), principal.user_id, principal.role, hash_token(consent_secret)
+            )
+        return SignedIn(consent_secret, principal, pending) if bound else None
+
+    async def consent(self, handle: str, consent_secret: str, approve: bool) -> str | None:
+        """Where to send the browser: the client's redirect_uri with a code (or access_denied); None when the
+        request is unknown, expired, already answered, or the consent secret is not the signed-in one's."""
+        code = _secret(CODE_PREFIX)
+        async with self.db.unit_of_work() as session:
+            repository = OAuthRepository(session)
+            if approve:
+                row = await repository.issue_code(
+                    hash_token(handle), hash_token(consent_secret), hash_token(code), datetime.now(UTC) + CODE_TTL
+                )
+            else:
+                row = await repository.deny(hash_token(handle), hash_token(consent_secret))
+        if row is None:
+            return None
+        if approve:
+            return construct_redirect_uri(row.redirect_uri, code=code, state=row.state, iss=self.issuer_id)
+        description = "the user declined the authorization"
+        return construct_redirect_uri(
+            row.redirect_uri, error="access_denied", error_description=description, state=row.state, iss=self.issuer_id
+        )
+
+    @property
+    def issuer_id(self) -> str:
+        """The issuer as the metadata names it (RFC 9207 `iss`, compared as a string): the origin, no slash."""
+        return self.config.issuer
+
+    # Codes
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> StoredCode | None:
+        if not authorization_code.startswith(CODE_PREFIX) or len(authorization_code) > 100 or not client.client_id:
+            return None
+        async with self.db.autocommit() as session:
+            row = await OAuthRepository(session).code(hash_token(authorization_code), client.client_id)
+        if row is None or row.user_id is None or row.role is None:
+            return None
+        return StoredCode(
+            code=authorization_code,
+            scopes=row.scopes,
+            expires_at=row.expires_at.timestamp(),
+            client_id=row.client_id,
+            code_challenge=row.code_challenge,
+            redirect_uri=row.redirect_uri,  # pydantic parses it to AnyUrl
+            redirect_uri_provided_explicitly=row.redirect_uri_explicit,
+            resource=row.resource,
+            subject=str(row.user_id),
+            authorization_id=row.id,
+            user_id=row.user_id,
+            role=row.role,
+            used=row.used,
+        )
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: StoredCode
+    ) -> OAuthToken:
+        code = authorization_code
+        async with self.db.unit_of_work() as session:
+            repository = OAuthRepository(session)
+            if await repository.use_code(code.authorization_id):
+                return await self._issue(
+                    repository,
+                    code.client_id,
+                    code.user_id,
+                    code.role,
+                    code.scopes,
+                    code.resource or self.config.resource,
+                    code.authorization_id,
+                    None,
+                )
+        # A second exchange of one code: whoever holds it may have stolen it; end what the first one issued.
+        async with self.db.unit_of_work() as session:
+            ended = await OAuthRepository(session).revoke_family(code.authorization_id)
+        logger.warning("authorization code of client %s presented again: %d token(s) revoked", code.client_id, ended)
+        raise TokenError("invalid_grant", "code: this authorization code was already used")
+
+    # Refresh (rotation)
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> StoredRefreshToken | None:
+        if not refresh_token.startswith(REFRESH_PREFIX) or len(refresh_token) > 100:
+            return None
+        async with self.db.autocommit() as session:
+            row = await OAuthRepository(session).token(hash_token(refresh_token), "refresh")
+        if row is None or row.client_id != client.client_id:
+            return None
+        if row.used:
+            # Loading is where the SDK's handler first sees a replay; refusing here without ending the family
+            # would let a thief keep the successor it obtained first.
+            await self._end_family(row, "spent refresh token presented again")
+            return None
+        if row.revoked:
+            return None
+        return StoredRefreshToken(
+            token=refresh_token,
+            client_id=row.client_id,
+            scopes=row.scopes,
+            expires_at=_timestamp(row.expires_at),
+            resource=row.resource,
+            subject=str(row.user_id),
+            token_id=row.id,
+            family_id=row.family_id,
+            user_id=row.user_id,
+            role=lower_role(row.role, row.user_role),
+        )
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: StoredRefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        token = refresh_token
+        async with self.db.unit_of_work() as session:
+            repository = OAuthRepository(session)
+            if await repository.use_refresh_token(token.token_id):
+                return await self._issue(
+                    repository,
+                    token.client_id,
+                    token.user_id,
+                    token.role,
+                    scopes,
+                    token.resource or self.config.resource,
+                    token.family_id,
+                    token.token_id,
+                )
+        # Another request spent it between load and exchange (two replicas, one token): only one may win.
+        async with self.db.unit_of_work() as session:
+            await OAuthRepository(session).revoke_family(token.family_id)
+        raise TokenError("invalid_grant", "refresh_token: already used, revoked or expired")
+
+    async def _issue(
+        self,
+        repository: OAuthRepository,
+        client_id: str,
+        user_id: uuid.UUID,
+        role: Role,
+        scopes: list[str],
+        resource: str,
+        family_id: uuid.UUID,
+        parent_id: uuid.UUID | None,
+    ) -> OAuthToken:
+        now = datetime.now(UTC)
+        access, refresh = _secret(ACCESS_PREFIX), _secret(REFRESH_PREFIX)
+        await repository.insert_token(
+            "access",
+            hash_token(access),
+            client_id,
+            user_id,
+            role,
+            scopes,
+            resource,
+            family_id,
+            parent_id,
+            now + self.config.access_ttl,
+        )
+        await repository.insert_token(
+            "refresh",
+            hash_token(refresh),
+            client_id,
+            user_id,
+            role,
+            scopes,
+            resource,
+            family_id,
+            parent_id,
+            now + self.config.refresh_ttl,
+        )
+        return OAuthToken(
+            access_token=access,
+            expires_in=int(self.config.access_ttl.total_seconds()),
+            scope=" ".join(scopes) if scopes else None,
+            refresh_token=refresh,
+        )
+
+    # Access tokens (the bearer check) and revocation (RFC 7009)
+
+    async def load_access_token(self, token: str) -> StoredAccessToken | None:
+        if not token.startswith(ACCESS_PREFIX) or len(token) > 100:
+            return None
+        async with self.db.autocommit() as session:
+            row = await OAuthRepository(session).token(hash_token(token), "access")
+        if row is None or row.revoked or row.expires_at.timestamp() <= time.time():
+            return None
+        return StoredAccessToken(
+            token=token,
+            client_id=row.client_id,
+            scopes=row.scopes,
+            expires_at=_timestamp(row.expires_at),
+            resource=row.resource,
+            subject=str(row.user_id),
+            token_id=row.id,
+            family_id=row.family_id,
+            user_id=row.user_id,
+            user_name=row.user_name,
+            role=lower_role(row.role, row.user_role),
+        )
+
+    async def revoke_token(self, token: StoredAccessToken | StoredRefreshToken) -> None:
+        async with self.db.unit_of_work() as session:
+            await OAuthRepository(session).revoke_family(token.family_id)
+
+    async def _end_family(self, row: TokenRow, why: str) -> None:
+        async with self.db.unit_of_work() as session:
+            ended = await OAuthRepository(session).revoke_family(row.family_id)
+        logger.warning("%s (client %s, user %s): %d token(s) revoked", why, row.client_id, row.user_name, ended)
+
+
+class OAuthTokenVerifier:
+    """The SDK's `TokenVerifier` over the provider: what /mcp's bearer check calls for an `sma_` token."""
+
+    def __init__(self, provider: OAuthProvider) -> None:
+        self.provider = provider
+
+    async def verify_token(self, token: str) -> StoredAccessToken | None:
+        return await self.provider.load_access_token(token)
