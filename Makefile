@@ -28,6 +28,7 @@ check: $(STAMP)
 	$(BIN)/ruff check app tests bench alembic
 	$(BIN)/ruff format --check app tests bench alembic
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format app tests bench alembic
