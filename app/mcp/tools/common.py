@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp_types import ToolAnnotations
 from pydantic import Field, StringConstraints
@@ -43,11 +43,6 @@ class ConfirmArgs(ActionArgs):
 
 def uuid_arg(value: str, name: str) -> uuid.UUID:
     return parse_uuid(value, name)
-
-
-def previewed_arguments(args: ActionArgs) -> dict[str, Any]:
-    """What a preview token is bound to: the call's arguments minus the flow arguments."""
-    return args.model_dump(exclude={"confirm", "preview_token"}, exclude_none=True)
 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)

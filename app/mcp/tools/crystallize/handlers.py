@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import ThoughtRecord
 from app.db.repositories.neighbours import NeighbourProbe
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtFilter, status_filter
 from app.errors import unavailable
-from app.mcp.envelope import Meta, collection, preview_meta, single
-from app.mcp.registry import CallContext, ToolAnswer
+from app.mcp.envelope import Meta, collection, single
+from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
-from app.mcp.tools.common import previewed_arguments, uuid_arg
-from app.mcp.tools.crystallize.args import TOOL, AutoClusterArgs, ClusterArgs, GraphArgs
+from app.mcp.tools.common import uuid_arg
+from app.mcp.tools.crystallize.args import AutoClusterArgs, ClusterArgs, GraphArgs
 from app.services.clusters import ClusterService
-from app.services.previews import PreviewService
 from app.services.scope import normalize_path, resolve_read_scope
 from app.services.store import check_content, normalize_tags
 
@@ -88,28 +90,35 @@ async def cluster(args: ClusterArgs, ctx: CallContext) -> ToolAnswer:
     return ToolAnswer(single(meta, item))
 
 
-async def auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> ToolAnswer:
+# ---------------------------------------------------------------- auto_cluster (preview → confirm)
+
+
+@dataclass(frozen=True)
+class _AutoCluster:
+    max_distance: float
+    min_members: int
+    model_id: str
+
+
+async def _prepare_auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> _AutoCluster:
     profile = ctx.app.embedding.profile
     if profile is None:
         raise unavailable("auto_cluster needs the embedder, which is not ready; retry shortly")
     max_distance = args.min_similarity or ctx.app.limits.auto_cluster_distance or profile.auto_cluster_distance
     min_members = args.min_members or ctx.app.limits.auto_cluster_min_members
+    return _AutoCluster(max_distance, min_members, profile.model_id)
+
+
+async def _groups(ctx: CallContext, service: ClusterService, call: _AutoCluster) -> tuple[list[Any], int]:
+    probe = NeighbourProbe(ctx.app.db, ctx.app.limits.auto_cluster_probe_workers)
+    return await service.auto_groups(
+        call.max_distance, call.min_members, ctx.app.limits.auto_cluster_min_age_days, call.model_id, probe
+    )
+
+
+def _group_items(groups: list[Any]) -> list[dict[str, Any]]:
     shape = ThoughtShaper(compact=True)
-    async with ctx.app.db.unit_of_work() as session:
-        service = ClusterService(session, ctx.principal)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        if args.confirm:
-            await previews.redeem(ctx.principal, TOOL, "auto_cluster", previewed_arguments(args), args.preview_token)
-            await service.lock_auto_cluster()
-        probe = NeighbourProbe(ctx.app.db, ctx.app.limits.auto_cluster_probe_workers)
-        groups, candidates = await service.auto_groups(
-            max_distance, min_members, ctx.app.limits.auto_cluster_min_age_days, profile.model_id, probe
-        )
-        if args.confirm:
-            await service.materialize(groups)
-        else:
-            token = await previews.issue(ctx.principal, TOOL, "auto_cluster", previewed_arguments(args))
-    items = [
+    return [
         {
             "title": group.title,
             "project_id": str(group.project_id) if group.project_id else None,
@@ -118,18 +127,33 @@ async def auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> ToolAnswer:
         }
         for group in groups
     ]
-    counts = {"candidates": candidates, "clusters": len(groups)}
-    if args.confirm:
-        return ToolAnswer(_collection("auto_cluster", items, counts, None))
+
+
+async def _plan_auto_cluster(
+    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: _AutoCluster
+) -> Preview:
+    groups, candidates = await _groups(ctx, ClusterService(session, ctx.principal), call)
+    meta = Meta("auto_cluster", counts={"candidates": candidates, "clusters": len(groups)})
     consequence = f"Creates {len(groups)} cluster thought(s) with a cluster edge to each member."
-    instruction = (
-        "Call memory_crystallize again with action=auto_cluster, the same min_similarity/min_members, "
-        f"confirm=true, preview_token={token} to proceed."
+    return Preview(
+        meta, items=_group_items(groups), consequence=consequence, confirm_with="the same min_similarity/min_members"
     )
-    return ToolAnswer(_collection("auto_cluster", items, counts, preview_meta(token, consequence, instruction)))
 
 
-def _collection(
-    action: str, items: list[Any], counts: dict[str, int], preview: dict[str, Any] | None
-) -> dict[str, Any]:
-    return collection(Meta(action, counts=counts, preview=preview), items)
+async def _auto_cluster(
+    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: _AutoCluster
+) -> ToolAnswer:
+    service = ClusterService(session, ctx.principal)
+    await service.lock_auto_cluster()
+    groups, candidates = await _groups(ctx, service, call)
+    await service.materialize(groups)
+    meta = Meta("auto_cluster", counts={"candidates": candidates, "clusters": len(groups)})
+    return ToolAnswer(collection(meta, _group_items(groups)))
+
+
+auto_cluster = ConfirmFlow(
+    prepare=_prepare_auto_cluster,
+    plan=_plan_auto_cluster,
+    execute=_auto_cluster,
+    in_meta={"consequence": "consequence", "instruction": "instruction"},
+)

@@ -6,15 +6,16 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
 from app.errors import AppError, bad_request, not_found
 from app.formats import iso
-from app.mcp.envelope import Meta, collection, preview_meta, single
-from app.mcp.registry import CallContext, ToolAnswer
-from app.mcp.tools.common import previewed_arguments, uuid_arg
+from app.mcp.envelope import Meta, collection, single
+from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
+from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.edge_review.args import (
-    TOOL,
     ApplyArgs,
     ApplyBatchArgs,
     EnqueueArgs,
@@ -24,7 +25,6 @@ from app.mcp.tools.edge_review.args import (
 )
 from app.mcp.tools.placement import neighbour_threshold, placement_subject
 from app.services.placement import PlacementEngine
-from app.services.previews import PreviewService
 from app.services.proposals import Proposal, ProposalService
 from app.services.scope import normalize_path, resolve_read_scope
 
@@ -92,63 +92,78 @@ async def list_proposals(args: ListArgs, ctx: CallContext) -> ToolAnswer:
     return ToolAnswer(collection(meta, [shape_proposal(row) for row in rows], total=total))
 
 
-async def apply(args: ApplyArgs, ctx: CallContext) -> ToolAnswer:
-    proposal_id = uuid_arg(args.proposal_id, "proposal_id")
-    async with ctx.app.db.unit_of_work() as session:
-        service = ProposalService(session, ctx.principal)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        if args.confirm:
-            await previews.redeem(ctx.principal, TOOL, "apply", previewed_arguments(args), args.preview_token)
-            report = await service.apply(proposal_id, uuid.uuid4())
-            return ToolAnswer(single(Meta("apply"), report))
-        proposal = await service.get(proposal_id)
-        current = proposal.fingerprint == await service.fingerprint(proposal.source_id, proposal.target_id)
-        token = await previews.issue(ctx.principal, TOOL, "apply", previewed_arguments(args))
+# ---------------------------------------------------------------- apply, apply_batch, rollback (preview → confirm)
+
+
+async def _proposal_id(args: ApplyArgs, ctx: CallContext) -> uuid.UUID:
+    return uuid_arg(args.proposal_id, "proposal_id")
+
+
+async def _plan_apply(args: ApplyArgs, ctx: CallContext, session: AsyncSession, proposal_id: uuid.UUID) -> Preview:
+    service = ProposalService(session, ctx.principal)
+    proposal = await service.get(proposal_id)
+    current = proposal.fingerprint == await service.fingerprint(proposal.source_id, proposal.target_id)
     item = {
         "status": "dry_run",
         "proposal_id": str(proposal_id),
         "proposal": shape_proposal(proposal),
         "would": service.describe(proposal),
         "current": current and proposal.status.value == "pending",
-        "preview_token": token,
     }
-    return ToolAnswer(single(Meta("apply", preview=preview_meta(token)), item))
+    return Preview(Meta("apply"), item)
 
 
-async def apply_batch(args: ApplyBatchArgs, ctx: CallContext) -> ToolAnswer:
-    ids = [uuid_arg(value, f"proposal_ids[{index}]") for index, value in enumerate(args.proposal_ids)]
-    async with ctx.app.db.unit_of_work() as session:
-        service = ProposalService(session, ctx.principal)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        if args.confirm:
-            await previews.redeem(ctx.principal, TOOL, "apply_batch", previewed_arguments(args), args.preview_token)
-            run_id = uuid.uuid4()
-            rows = []
-            for proposal_id in dict.fromkeys(ids):
-                try:
-                    rows.append(await service.apply(proposal_id, run_id))
-                except AppError as error:  # a missing proposal fails its row, not the run
-                    rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": error.message})
-                # Anything else (a deadlock, a lost connection) aborted the transaction: it fails the whole call,
-                # since a caught database error would let the commit roll back rows reported as applied.
-            counts = _status_counts(rows)
-            warnings = [] if counts.get("accepted") else ["no proposal of this batch was applied"]
-            return ToolAnswer(collection(Meta("apply_batch", counts=counts, warnings=warnings), rows))
-        rows = []
-        for proposal_id in dict.fromkeys(ids):
-            try:
-                proposal = await service.get(proposal_id)
-                rows.append(
-                    {
-                        "proposal_id": str(proposal_id),
-                        "status": "dry_run",
-                        "would": service.describe(proposal),
-                    }
-                )
-            except AppError as error:
-                rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": error.message})
-        token = await previews.issue(ctx.principal, TOOL, "apply_batch", previewed_arguments(args))
-    return ToolAnswer(collection(Meta("apply_batch", counts=_status_counts(rows), preview=preview_meta(token)), rows))
+async def _apply(args: ApplyArgs, ctx: CallContext, session: AsyncSession, proposal_id: uuid.UUID) -> ToolAnswer:
+    report = await ProposalService(session, ctx.principal).apply(proposal_id, uuid.uuid4())
+    return ToolAnswer(single(Meta("apply"), report))
+
+
+apply = ConfirmFlow(prepare=_proposal_id, plan=_plan_apply, execute=_apply)
+
+
+async def _proposal_ids(args: ApplyBatchArgs, ctx: CallContext) -> list[uuid.UUID]:
+    return [uuid_arg(value, f"proposal_ids[{index}]") for index, value in enumerate(args.proposal_ids)]
+
+
+async def _plan_apply_batch(
+    args: ApplyBatchArgs, ctx: CallContext, session: AsyncSession, ids: list[uuid.UUID]
+) -> Preview:
+    service = ProposalService(session, ctx.principal)
+    rows = []
+    for proposal_id in dict.fromkeys(ids):
+        try:
+            proposal = await service.get(proposal_id)
+            rows.append(
+                {
+                    "proposal_id": str(proposal_id),
+                    "status": "dry_run",
+                    "would": service.describe(proposal),
+                }
+            )
+        except AppError as error:
+            rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": error.message})
+    return Preview(Meta("apply_batch", counts=_status_counts(rows)), items=rows)
+
+
+async def _apply_batch(
+    args: ApplyBatchArgs, ctx: CallContext, session: AsyncSession, ids: list[uuid.UUID]
+) -> ToolAnswer:
+    service = ProposalService(session, ctx.principal)
+    run_id = uuid.uuid4()
+    rows = []
+    for proposal_id in dict.fromkeys(ids):
+        try:
+            rows.append(await service.apply(proposal_id, run_id))
+        except AppError as error:  # a missing proposal fails its row, not the run
+            rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": error.message})
+        # Anything else (a deadlock, a lost connection) aborted the transaction: it fails the whole call,
+        # since a caught database error would let the commit roll back rows reported as applied.
+    counts = _status_counts(rows)
+    warnings = [] if counts.get("accepted") else ["no proposal of this batch was applied"]
+    return ToolAnswer(collection(Meta("apply_batch", counts=counts, warnings=warnings), rows))
+
+
+apply_batch = ConfirmFlow(prepare=_proposal_ids, plan=_plan_apply_batch, execute=_apply_batch)
 
 
 def _status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -157,27 +172,38 @@ def _status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-async def rollback(args: RollbackArgs, ctx: CallContext) -> ToolAnswer:
-    run_id = uuid_arg(args.run_id, "run_id")
-    async with ctx.app.db.unit_of_work() as session:
-        service = ProposalService(session, ctx.principal)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        if args.confirm:
-            await previews.redeem(ctx.principal, TOOL, "rollback", previewed_arguments(args), args.preview_token)
-        proposals = await service.run_rows(run_id)
-        if not proposals:
-            raise not_found(f"No accepted proposal carries run_id {run_id}")
-        rows = [await service.rollback(proposal, args.confirm) for proposal in proposals]
-        token = (
-            None if args.confirm else await previews.issue(ctx.principal, TOOL, "rollback", previewed_arguments(args))
-        )
+async def _run_id(args: RollbackArgs, ctx: CallContext) -> uuid.UUID:
+    return uuid_arg(args.run_id, "run_id")
+
+
+async def _rollback_rows(
+    args: RollbackArgs, ctx: CallContext, session: AsyncSession, run_id: uuid.UUID
+) -> tuple[Meta, list[dict[str, Any]]]:
+    """The preview and the execution walk the same rows; only `confirm` tells them apart."""
+    service = ProposalService(session, ctx.principal)
+    proposals = await service.run_rows(run_id)
+    if not proposals:
+        raise not_found(f"No accepted proposal carries run_id {run_id}")
+    rows = [await service.rollback(proposal, args.confirm) for proposal in proposals]
     counts = {
         "reverted": sum(1 for row in rows if row["status"] in ("reverted", "would_revert")),
         "skipped": sum(1 for row in rows if row["status"] == "skipped"),
         "refused": sum(1 for row in rows if row["status"] == "refused"),
     }
-    preview = preview_meta(token) if token else None
-    return ToolAnswer(collection(Meta("rollback", counts=counts, preview=preview), rows))
+    return Meta("rollback", counts=counts), rows
+
+
+async def _plan_rollback(args: RollbackArgs, ctx: CallContext, session: AsyncSession, run_id: uuid.UUID) -> Preview:
+    meta, rows = await _rollback_rows(args, ctx, session, run_id)
+    return Preview(meta, items=rows)
+
+
+async def _rollback(args: RollbackArgs, ctx: CallContext, session: AsyncSession, run_id: uuid.UUID) -> ToolAnswer:
+    meta, rows = await _rollback_rows(args, ctx, session, run_id)
+    return ToolAnswer(collection(meta, rows))
+
+
+rollback = ConfirmFlow(prepare=_run_id, plan=_plan_rollback, execute=_rollback)
 
 
 async def reject(args: RejectArgs, ctx: CallContext) -> ToolAnswer:

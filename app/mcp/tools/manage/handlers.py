@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.errors import bad_request
-from app.mcp.envelope import Meta, collection, preview_meta, single
-from app.mcp.registry import CallContext, ToolAnswer
+from app.mcp.envelope import Meta, collection, single
+from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer, previewed_arguments
 from app.mcp.shaping import shape_project
-from app.mcp.tools.common import (
-    previewed_arguments,
-    uuid_arg,
-)
-from app.mcp.tools.manage.args import TOOL, CreateArgs, DeleteArgs, ListArgs, ResolveArgs, UpdateArgs
-from app.services.previews import PreviewService
+from app.mcp.tools.common import uuid_arg
+from app.mcp.tools.manage.args import CreateArgs, DeleteArgs, ListArgs, ResolveArgs, UpdateArgs
 from app.services.projects import ProjectService
 
 
@@ -45,48 +44,54 @@ async def update_project(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
     return ToolAnswer(single(Meta("update"), {"success": True, "project_id": str(project_id)}))
 
 
-async def delete_project(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
-    project_id = uuid_arg(args.project_id, "project_id")
-    # Bound to the canonical id, so the confirm call the instruction spells out matches the preview
-    # whatever spelling of the id the preview was given.
-    arguments = {**previewed_arguments(args), "project_id": str(project_id)}
-    async with ctx.app.db.unit_of_work() as session:
-        service = ProjectService(session)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        if args.confirm:
-            # The token first: replaying a spent token is refused as already used, even though
-            # the project it deleted is gone by then (DESIGN §10).
-            await previews.redeem(ctx.principal, TOOL, "delete", arguments, args.preview_token)
-            plan = await service.plan_delete(project_id, lock=True)
-            moved = await service.delete(plan, ctx.principal)
-            item: dict[str, Any] = {
-                "action": "deleted",
-                "project": shape_project(plan.project),
-                "thoughts_moved": moved,
-                "moved_to": str(plan.default_project.id),
-            }
-            return ToolAnswer(single(Meta("delete"), item))
-        plan = await service.plan_delete(project_id)
-        token = await previews.issue(ctx.principal, TOOL, "delete", arguments)
+async def _project_id(args: DeleteArgs, ctx: CallContext) -> uuid.UUID:
+    return uuid_arg(args.project_id, "project_id")
+
+
+def _bound_to_canonical_id(args: DeleteArgs, project_id: uuid.UUID) -> dict[str, Any]:
+    """Bound to the canonical id, so the confirm call the instruction spells out matches the preview
+    whatever spelling of the id the preview was given."""
+    return {**previewed_arguments(args), "project_id": str(project_id)}
+
+
+async def _plan_delete(args: DeleteArgs, ctx: CallContext, session: AsyncSession, project_id: uuid.UUID) -> Preview:
+    plan = await ProjectService(session).plan_delete(project_id)
     consequence = (
         f"Deletes project '{plan.project.name}' and moves its {plan.thought_count} thought(s) "
         f"to the default project '{plan.default_project.name}'; its slots are dropped."
-    )
-    instruction = (
-        f"Call memory_manage again with action=delete, project_id={project_id}, confirm=true, "
-        f"preview_token={token} to proceed."
     )
     item = {
         "status": "preview",
         "action": "preview",
         "project": shape_project(plan.project),
         "thought_count": plan.thought_count,
-        "consequence": consequence,
-        "instruction": instruction,
-        "preview_token": token,
     }
-    meta = Meta("delete", preview=preview_meta(token, consequence, instruction))
-    return ToolAnswer(single(meta, item))
+    return Preview(Meta("delete"), item, consequence=consequence, confirm_with=f"project_id={project_id}")
+
+
+async def _delete(args: DeleteArgs, ctx: CallContext, session: AsyncSession, project_id: uuid.UUID) -> ToolAnswer:
+    # The token is redeemed first: replaying a spent token is refused as already used, even though
+    # the project it deleted is gone by then.
+    service = ProjectService(session)
+    plan = await service.plan_delete(project_id, lock=True)
+    moved = await service.delete(plan, ctx.principal)
+    item: dict[str, Any] = {
+        "action": "deleted",
+        "project": shape_project(plan.project),
+        "thoughts_moved": moved,
+        "moved_to": str(plan.default_project.id),
+    }
+    return ToolAnswer(single(Meta("delete"), item))
+
+
+delete_project = ConfirmFlow(
+    prepare=_project_id,
+    plan=_plan_delete,
+    execute=_delete,
+    bind=_bound_to_canonical_id,
+    in_item=("consequence", "instruction", "preview_token"),
+    in_meta={"consequence": "consequence", "instruction": "instruction"},
+)
 
 
 async def resolve_project(args: ResolveArgs, ctx: CallContext) -> ToolAnswer:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.db.repositories.audit import AuditRepository
-from app.mcp.envelope import Meta, collection, preview_meta, single
-from app.mcp.registry import CallContext, ToolAnswer
-from app.mcp.tools.common import (
-    previewed_arguments,
-    uuid_arg,
-)
+from app.mcp.envelope import Meta, collection, single
+from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
+from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.primers.args import TOOL, DeleteArgs, ListArgs
-from app.services.previews import PreviewService
 from app.services.primers import PrimerService
 
 
@@ -23,33 +24,47 @@ async def list_primers(args: ListArgs, ctx: CallContext) -> ToolAnswer:
     return ToolAnswer(collection(Meta("list"), rows, total=total))
 
 
-async def delete_primer(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
-    primer_id = uuid_arg(args.primer_id, "primer_id")
-    missing = {"status": "not_found", "primer_id": str(primer_id)}
-    async with ctx.app.db.unit_of_work() as session:
-        service = PrimerService(session)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        primer = await service.get(primer_id)
-        if args.confirm:
-            await previews.redeem(ctx.principal, TOOL, "delete", previewed_arguments(args), args.preview_token)
-            if primer is None or not await service.delete(primer_id):
-                return ToolAnswer(single(Meta("delete"), missing))
-            await AuditRepository(session).record(ctx.principal.user_id, TOOL, "delete", [primer_id], None, primer)
-            return ToolAnswer(single(Meta("delete"), {"status": "deleted", "primer_id": str(primer_id)}))
-        if primer is None:
-            return ToolAnswer(single(Meta("delete"), missing))
-        token = await previews.issue(ctx.principal, TOOL, "delete", previewed_arguments(args))
+# ---------------------------------------------------------------- delete (preview → confirm)
+
+PrimerState = tuple[uuid.UUID, dict[str, Any] | None]
+
+
+async def _primer_id(args: DeleteArgs, ctx: CallContext) -> uuid.UUID:
+    return uuid_arg(args.primer_id, "primer_id")
+
+
+async def _load_primer(args: DeleteArgs, ctx: CallContext, session: AsyncSession, primer_id: uuid.UUID) -> PrimerState:
+    return primer_id, await PrimerService(session).get(primer_id)
+
+
+def _missing(primer_id: uuid.UUID) -> ToolAnswer:
+    return ToolAnswer(single(Meta("delete"), {"status": "not_found", "primer_id": str(primer_id)}))
+
+
+async def _plan_delete(
+    args: DeleteArgs, ctx: CallContext, session: AsyncSession, state: PrimerState
+) -> Preview | ToolAnswer:
+    primer_id, primer = state
+    if primer is None:
+        return _missing(primer_id)
     consequence = f"Removes primer {primer_id} from the always-at-hand set; thought {primer['thought_id']} stays."
-    instruction = (
-        f"Call memory_primers again with action=delete, primer_id={primer_id}, confirm=true, "
-        f"preview_token={token} to proceed."
-    )
-    item = {
-        "status": "preview",
-        "primer_id": str(primer_id),
-        "primer": primer,
-        "consequence": consequence,
-        "preview_token": token,
-        "instruction": instruction,
-    }
-    return ToolAnswer(single(Meta("delete", preview=preview_meta(token, consequence, instruction)), item))
+    item = {"status": "preview", "primer_id": str(primer_id), "primer": primer}
+    return Preview(Meta("delete"), item, consequence=consequence, confirm_with=f"primer_id={primer_id}")
+
+
+async def _delete(args: DeleteArgs, ctx: CallContext, session: AsyncSession, state: PrimerState) -> ToolAnswer:
+    primer_id, primer = state
+    if primer is None or not await PrimerService(session).delete(primer_id):
+        return _missing(primer_id)
+    await AuditRepository(session).record(ctx.principal.user_id, TOOL, "delete", [primer_id], None, primer)
+    return ToolAnswer(single(Meta("delete"), {"status": "deleted", "primer_id": str(primer_id)}))
+
+
+delete_primer = ConfirmFlow(
+    prepare=_primer_id,
+    load=_load_primer,
+    plan=_plan_delete,
+    execute=_delete,
+    in_item=("consequence", "preview_token", "instruction"),
+    in_meta={"consequence": "consequence", "instruction": "instruction"},
+)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
 from app.errors import not_found
-from app.mcp.envelope import Meta, collection, preview_meta, single
-from app.mcp.registry import CallContext, ToolAnswer
+from app.mcp.envelope import Meta, collection, single
+from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
-from app.mcp.tools.common import previewed_arguments, uuid_arg
-from app.mcp.tools.retention.args import TOOL, CompactArgs, DeleteArgs, ListArgs, ProtectArgs
-from app.services.previews import PreviewService
+from app.mcp.tools.common import uuid_arg
+from app.mcp.tools.retention.args import CompactArgs, DeleteArgs, ListArgs, ProtectArgs
 from app.services.retention import Dependent, RetentionRule, RetentionService
 from app.services.store import check_content, normalize_tags
 
@@ -60,33 +63,20 @@ def _dependents(rows: list[Dependent]) -> list[dict[str, Any]]:
     ]
 
 
-async def delete(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
-    thought_id = uuid_arg(args.thought_id, "thought_id")
-    async with ctx.app.db.unit_of_work() as session:
-        service = RetentionService(session, ctx.principal)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        if args.confirm:
-            await previews.redeem(ctx.principal, TOOL, "delete", previewed_arguments(args), args.preview_token)
-            removed = await service.hard_delete(thought_id)
-            item = {
-                "status": "deleted",
-                "action": "deleted",
-                "deleted": True,
-                "preview": False,
-                "confirm": True,
-                "thought_id": str(thought_id),
-                "edges_removed": removed,
-            }
-            return ToolAnswer(single(Meta("delete"), item))
-        thought = await ThoughtRepository(session).get(thought_id)
-        if thought is None:
-            return ToolAnswer(single(Meta("delete"), {"status": "not_found", "thought_id": str(thought_id)}))
-        dependents = await service.dependents(thought_id)
-        token = await previews.issue(ctx.principal, TOOL, "delete", previewed_arguments(args))
-    instruction = (
-        f"Call retention_review again with action=delete, thought_id={thought_id}, confirm=true, "
-        f"preview_token={token} to hard-delete it and its {len(dependents)} edge(s)."
-    )
+# ---------------------------------------------------------------- delete, compact (preview → confirm)
+
+
+async def _thought_id(args: DeleteArgs, ctx: CallContext) -> uuid.UUID:
+    return uuid_arg(args.thought_id, "thought_id")
+
+
+async def _plan_delete(
+    args: DeleteArgs, ctx: CallContext, session: AsyncSession, thought_id: uuid.UUID
+) -> Preview | ToolAnswer:
+    thought = await ThoughtRepository(session).get(thought_id)
+    if thought is None:
+        return ToolAnswer(single(Meta("delete"), {"status": "not_found", "thought_id": str(thought_id)}))
+    dependents = await RetentionService(session, ctx.principal).dependents(thought_id)
     item = {
         "status": "preview",
         "action": "preview",
@@ -95,51 +85,90 @@ async def delete(args: DeleteArgs, ctx: CallContext) -> ToolAnswer:
         "confirm": False,
         "thought_id": str(thought_id),
         "dependents": _dependents(dependents),
-        "instruction": instruction,
-        "preview_token": token,
     }
-    return ToolAnswer(single(Meta("delete", preview=preview_meta(token, instruction)), item))
+    purpose = f"hard-delete it and its {len(dependents)} edge(s)"
+    return Preview(Meta("delete"), item, confirm_with=f"thought_id={thought_id}", purpose=purpose)
 
 
-async def compact(args: CompactArgs, ctx: CallContext) -> ToolAnswer:
+async def _delete(args: DeleteArgs, ctx: CallContext, session: AsyncSession, thought_id: uuid.UUID) -> ToolAnswer:
+    removed = await RetentionService(session, ctx.principal).hard_delete(thought_id)
+    item = {
+        "status": "deleted",
+        "action": "deleted",
+        "deleted": True,
+        "preview": False,
+        "confirm": True,
+        "thought_id": str(thought_id),
+        "edges_removed": removed,
+    }
+    return ToolAnswer(single(Meta("delete"), item))
+
+
+delete = ConfirmFlow(
+    prepare=_thought_id,
+    plan=_plan_delete,
+    execute=_delete,
+    in_item=("instruction", "preview_token"),
+    in_meta={"consequence": "instruction"},  # the contract words it so: the instruction is meta's consequence
+)
+
+
+@dataclass(frozen=True)
+class _CompactCall:
+    source_ids: list[uuid.UUID]
+    summary: dict[str, Any]
+    project_id: uuid.UUID | None
+
+
+async def _prepare_compact(args: CompactArgs, ctx: CallContext) -> _CompactCall:
+    """Checks the call; a confirmed one embeds the summary too, before its transaction."""
     source_ids = [uuid_arg(value, f"source_ids[{index}]") for index, value in enumerate(args.source_ids)]
     content = check_content(args.summary.content, ctx.app.limits.content_hard, "summary.content")
     tags = normalize_tags(args.summary.tags, "summary.tags")
     project_id = uuid_arg(args.summary.project_id, "summary.project_id") if args.summary.project_id else None
-    if not args.confirm:
-        instruction = (
-            "Call retention_review again with action=compact, the same source_ids and summary, confirm=true to proceed."
-        )
-        item = {
-            "status": "preview",
-            "preview": True,
-            "confirm": False,
-            "source_ids": [str(s) for s in source_ids],
-            "instruction": instruction,
-        }
-        meta = Meta(
-            "compact",
-            counts={"sources": len(set(source_ids))},
-            preview=preview_meta(None, instruction=instruction),
-        )
-        return ToolAnswer(single(meta, item))
-    vectors = await ctx.app.embedding.embed_passages([content])
-    profile = ctx.app.embedding.profile
     summary: dict[str, Any] = {"content": content, "tags": tags}
-    if vectors and profile:
-        summary.update(embedding=vectors[0], embedding_model=profile.model_id)
-    async with ctx.app.db.unit_of_work() as session:
-        project = None
-        if project_id is not None:
-            project = await ProjectRepository(session).get(project_id)
-            if project is None:
-                raise not_found(f"Project {project_id} not found (summary.project_id)")
-        created = await RetentionService(session, ctx.principal).compact(source_ids, summary, project)
+    if args.confirm:
+        vectors = await ctx.app.embedding.embed_passages([content])
+        profile = ctx.app.embedding.profile
+        if vectors and profile:
+            summary.update(embedding=vectors[0], embedding_model=profile.model_id)
+    return _CompactCall(source_ids, summary, project_id)
+
+
+async def _plan_compact(args: CompactArgs, ctx: CallContext, session: None, call: _CompactCall) -> Preview:
+    item = {
+        "status": "preview",
+        "preview": True,
+        "confirm": False,
+        "source_ids": [str(s) for s in call.source_ids],
+    }
+    meta = Meta("compact", counts={"sources": len(set(call.source_ids))})
+    return Preview(meta, item, confirm_with="the same source_ids and summary")
+
+
+async def _compact(args: CompactArgs, ctx: CallContext, session: AsyncSession, call: _CompactCall) -> ToolAnswer:
+    project = None
+    if call.project_id is not None:
+        project = await ProjectRepository(session).get(call.project_id)
+        if project is None:
+            raise not_found(f"Project {call.project_id} not found (summary.project_id)")
+    created = await RetentionService(session, ctx.principal).compact(call.source_ids, call.summary, project)
     item = {
         "status": "compacted",
         "preview": False,
         "confirm": True,
-        "source_ids": [str(s) for s in source_ids],
+        "source_ids": [str(s) for s in call.source_ids],
         "summary": ThoughtShaper(compact=False)(created),
     }
-    return ToolAnswer(single(Meta("compact", counts={"sources": len(set(source_ids))}), item))
+    return ToolAnswer(single(Meta("compact", counts={"sources": len(set(call.source_ids))}), item))
+
+
+compact = ConfirmFlow(
+    prepare=_prepare_compact,
+    plan=_plan_compact,
+    execute=_compact,
+    token=False,
+    in_item=("instruction",),
+    in_meta={"instruction": "instruction"},
+    preview_reads=False,
+)

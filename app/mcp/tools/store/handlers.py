@@ -7,14 +7,16 @@ import uuid
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.records import EdgeRecord
 from app.db.repositories.audit import AuditRepository
 from app.db.repositories.projects import ProjectRepository
 from app.errors import AppError, bad_request, not_found
-from app.mcp.envelope import Meta, collection, preview_meta, single
-from app.mcp.registry import CallContext, ToolAnswer
+from app.mcp.envelope import Meta, collection, single
+from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
-from app.mcp.tools.common import previewed_arguments, uuid_arg
+from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.store.args import (
     TOOL,
     BulkCreateArgs,
@@ -29,7 +31,6 @@ from app.mcp.tools.store.args import (
 )
 from app.services.context import Limits
 from app.services.edges import EdgeService, edge_not_found
-from app.services.previews import PreviewService
 from app.services.scope import normalize_path, resolve_write_project, scope_of
 from app.services.store import (
     EMBED_INSERT_CHUNK,
@@ -42,6 +43,9 @@ from app.services.store import (
 )
 
 logger = logging.getLogger(__name__)
+
+EdgeState = tuple[uuid.UUID, EdgeRecord | None]
+EdgesState = tuple[list[uuid.UUID], dict[uuid.UUID, EdgeRecord | None]]
 
 
 def to_new_thought(row: ThoughtInput, limits: Limits, prefix: str = "") -> NewThought:
@@ -212,61 +216,98 @@ def _consequence(edge: Any) -> str:
     return f"Removes the '{edge.type.value}' edge between '{edge.source_id}' and '{edge.target_id}'."
 
 
-async def unlink(args: UnlinkArgs, ctx: CallContext) -> ToolAnswer:
-    edge_id = uuid_arg(args.edge_id, "edge_id")
-    async with ctx.app.db.unit_of_work() as session:
-        service = EdgeService(session, ctx.principal)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        edge = await service.get(edge_id)
-        if args.confirm:
-            await previews.redeem(ctx.principal, TOOL, "unlink", previewed_arguments(args), args.preview_token)
-            if edge is None or not await service.delete(edge_id):
-                return ToolAnswer(single(Meta("unlink"), {"status": "not_found", "edge_id": str(edge_id)}))
-            await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink", [edge_id], None, _audit(edge))
-            return ToolAnswer(single(Meta("unlink"), {"status": "deleted", "edge_id": str(edge_id)}))
-        if edge is None:
-            return ToolAnswer(single(Meta("unlink"), {"status": "not_found", "edge_id": str(edge_id)}))
-        token = await previews.issue(ctx.principal, TOOL, "unlink", previewed_arguments(args))
-    item = {
-        "status": "preview",
-        "edge_id": str(edge_id),
-        "edge": shape_edge(edge),
-        "consequence": _consequence(edge),
-        "preview_token": token,
-        "instruction": (
-            f"Call memory_store again with action=unlink, edge_id={edge_id}, confirm=true, "
-            f"preview_token={token} to proceed."
-        ),
-    }
-    return ToolAnswer(single(Meta("unlink", preview=preview_meta(token)), item))
+# ---------------------------------------------------------------- unlink (preview → confirm)
+
+
+async def _edge_id(args: UnlinkArgs | RetypeArgs, ctx: CallContext) -> uuid.UUID:
+    return uuid_arg(args.edge_id, "edge_id")
+
+
+async def _load_edge(args: UnlinkArgs, ctx: CallContext, session: AsyncSession, edge_id: uuid.UUID) -> EdgeState:
+    return edge_id, await EdgeService(session, ctx.principal).get(edge_id)
+
+
+def _unlink_missing(edge_id: uuid.UUID) -> ToolAnswer:
+    return ToolAnswer(single(Meta("unlink"), {"status": "not_found", "edge_id": str(edge_id)}))
+
+
+async def _plan_unlink(
+    args: UnlinkArgs, ctx: CallContext, session: AsyncSession, state: EdgeState
+) -> Preview | ToolAnswer:
+    edge_id, edge = state
+    if edge is None:
+        return _unlink_missing(edge_id)
+    item = {"status": "preview", "edge_id": str(edge_id), "edge": shape_edge(edge)}
+    return Preview(Meta("unlink"), item, consequence=_consequence(edge), confirm_with=f"edge_id={edge_id}")
+
+
+async def _unlink(args: UnlinkArgs, ctx: CallContext, session: AsyncSession, state: EdgeState) -> ToolAnswer:
+    edge_id, edge = state
+    if edge is None or not await EdgeService(session, ctx.principal).delete(edge_id):
+        return _unlink_missing(edge_id)
+    await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink", [edge_id], None, _audit(edge))
+    return ToolAnswer(single(Meta("unlink"), {"status": "deleted", "edge_id": str(edge_id)}))
+
+
+unlink = ConfirmFlow(
+    prepare=_edge_id,
+    load=_load_edge,
+    plan=_plan_unlink,
+    execute=_unlink,
+    in_item=("consequence", "preview_token", "instruction"),
+)
 
 
 def _audit(edge: Any) -> dict[str, Any]:
     return {"source_id": str(edge.source_id), "target_id": str(edge.target_id), "type": edge.type.value}
 
 
-async def unlink_batch(args: UnlinkBatchArgs, ctx: CallContext) -> ToolAnswer:
-    edge_ids = [uuid_arg(value, f"edge_ids[{index}]") for index, value in enumerate(args.edge_ids)]
-    async with ctx.app.db.unit_of_work() as session:
-        service = EdgeService(session, ctx.principal)
-        edges = {edge_id: await service.get(edge_id) for edge_id in dict.fromkeys(edge_ids)}
-        if args.confirm:
-            missing = [str(edge_id) for edge_id, edge in edges.items() if edge is None]
-            if missing:  # validated before any delete: never a partial prune
-                raise edge_not_found_many(missing)
-            gone = [str(edge_id) for edge_id in edges if not await service.delete(edge_id)]
-            if gone:  # deleted by a concurrent call since the check: refuse the whole batch, as for a missing id
-                raise edge_not_found_many(gone)
-            await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink_batch", list(edges))
-            items = [{"edge_id": str(edge_id), "status": "deleted"} for edge_id in edge_ids]
-            meta = Meta("unlink_batch", counts={"deleted": len(items), "preview": 0, "failed": 0})
-            return ToolAnswer(collection(meta, items))
+async def _edge_ids(args: UnlinkBatchArgs, ctx: CallContext) -> list[uuid.UUID]:
+    return [uuid_arg(value, f"edge_ids[{index}]") for index, value in enumerate(args.edge_ids)]
+
+
+async def _load_edges(
+    args: UnlinkBatchArgs, ctx: CallContext, session: AsyncSession, edge_ids: list[uuid.UUID]
+) -> EdgesState:
+    service = EdgeService(session, ctx.principal)
+    return edge_ids, {edge_id: await service.get(edge_id) for edge_id in dict.fromkeys(edge_ids)}
+
+
+async def _plan_unlink_batch(
+    args: UnlinkBatchArgs, ctx: CallContext, session: AsyncSession, state: EdgesState
+) -> Preview:
+    edge_ids, edges = state
     items = [_batch_preview_row(edge_id, edges[edge_id]) for edge_id in edge_ids]
     failed = sum(1 for row in items if row["status"] == "failed")
-    instruction = "Call memory_store again with action=unlink_batch, edge_ids=[...], confirm=true to proceed."
     counts = {"deleted": 0, "preview": len(items) - failed, "failed": failed}
-    meta = Meta("unlink_batch", counts=counts, preview=preview_meta(None, instruction=instruction))
+    return Preview(Meta("unlink_batch", counts=counts), items=items, confirm_with="edge_ids=[...]")
+
+
+async def _unlink_batch(
+    args: UnlinkBatchArgs, ctx: CallContext, session: AsyncSession, state: EdgesState
+) -> ToolAnswer:
+    edge_ids, edges = state
+    service = EdgeService(session, ctx.principal)
+    missing = [str(edge_id) for edge_id, edge in edges.items() if edge is None]
+    if missing:  # validated before any delete: never a partial prune
+        raise edge_not_found_many(missing)
+    gone = [str(edge_id) for edge_id in edges if not await service.delete(edge_id)]
+    if gone:  # deleted by a concurrent call since the check: refuse the whole batch, as for a missing id
+        raise edge_not_found_many(gone)
+    await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink_batch", list(edges))
+    items = [{"edge_id": str(edge_id), "status": "deleted"} for edge_id in edge_ids]
+    meta = Meta("unlink_batch", counts={"deleted": len(items), "preview": 0, "failed": 0})
     return ToolAnswer(collection(meta, items))
+
+
+unlink_batch = ConfirmFlow(
+    prepare=_edge_ids,
+    load=_load_edges,
+    plan=_plan_unlink_batch,
+    execute=_unlink_batch,
+    token=False,
+    in_meta={"instruction": "instruction"},
+)
 
 
 def _batch_preview_row(edge_id: uuid.UUID, edge: Any) -> dict[str, Any]:
@@ -284,49 +325,59 @@ def edge_not_found_many(missing: list[str]) -> AppError:
     return not_found(f"Edge not found: {', '.join(missing)} — nothing was deleted; drop the missing ids and retry")
 
 
-async def retype(args: RetypeArgs, ctx: CallContext) -> ToolAnswer:
-    edge_id = uuid_arg(args.edge_id, "edge_id")
-    async with ctx.app.db.unit_of_work() as session:
-        service = EdgeService(session, ctx.principal)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
-        edge = await service.get(edge_id)
-        if edge is None:
-            raise edge_not_found(edge_id)
-        await service.validate_retype(edge, args.new_type)
-        if args.confirm:
-            await previews.redeem(ctx.principal, TOOL, "retype", previewed_arguments(args), args.preview_token)
-            edge, created = await service.retype(edge, args.new_type)
-            await AuditRepository(session).record(
-                ctx.principal.user_id,
-                TOOL,
-                "retype",
-                [edge_id, created.id],
-                None,
-                {"new_type": args.new_type.value},
-            )
-            item = {
-                "status": "retyped",
-                "edge_id": str(created.id),
-                "old_edge_id": str(edge_id),
-                "new_edge_id": str(created.id),
-                "old_type": edge.type.value,
-                "new_type": args.new_type.value,
-            }
-            return ToolAnswer(single(Meta("retype"), item))
-        token = await previews.issue(ctx.principal, TOOL, "retype", previewed_arguments(args))
+async def _load_retype(args: RetypeArgs, ctx: CallContext, session: AsyncSession, edge_id: uuid.UUID) -> EdgeRecord:
+    service = EdgeService(session, ctx.principal)
+    edge = await service.get(edge_id)
+    if edge is None:
+        raise edge_not_found(edge_id)
+    await service.validate_retype(edge, args.new_type)
+    return edge
+
+
+async def _plan_retype(args: RetypeArgs, ctx: CallContext, session: AsyncSession, edge: EdgeRecord) -> Preview:
     consequence = (
         f"Replaces the '{edge.type.value}' edge between '{edge.source_id}' and '{edge.target_id}' with a "
         f"'{args.new_type.value}' edge (new id, created_at kept)."
     )
     item = {
         "status": "preview",
-        "edge_id": str(edge_id),
-        "old_edge_id": str(edge_id),
+        "edge_id": str(edge.id),
+        "old_edge_id": str(edge.id),
         "old_type": edge.type.value,
         "new_type": args.new_type.value,
         "source_id": str(edge.source_id),
         "target_id": str(edge.target_id),
-        "consequence": consequence,
-        "preview_token": token,
     }
-    return ToolAnswer(single(Meta("retype", preview=preview_meta(token, consequence)), item))
+    return Preview(Meta("retype"), item, consequence=consequence)
+
+
+async def _retype(args: RetypeArgs, ctx: CallContext, session: AsyncSession, edge: EdgeRecord) -> ToolAnswer:
+    edge_id = edge.id
+    edge, created = await EdgeService(session, ctx.principal).retype(edge, args.new_type)
+    await AuditRepository(session).record(
+        ctx.principal.user_id,
+        TOOL,
+        "retype",
+        [edge_id, created.id],
+        None,
+        {"new_type": args.new_type.value},
+    )
+    item = {
+        "status": "retyped",
+        "edge_id": str(created.id),
+        "old_edge_id": str(edge_id),
+        "new_edge_id": str(created.id),
+        "old_type": edge.type.value,
+        "new_type": args.new_type.value,
+    }
+    return ToolAnswer(single(Meta("retype"), item))
+
+
+retype = ConfirmFlow(
+    prepare=_edge_id,
+    load=_load_retype,
+    plan=_plan_retype,
+    execute=_retype,
+    in_item=("consequence", "preview_token"),
+    in_meta={"consequence": "consequence"},
+)
