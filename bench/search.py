@@ -65,12 +65,11 @@ from app.db.vector import index_distance, register_vector_codec
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
-from app.mcp.registry import CallContext
-from app.mcp.tools.recall.handlers import search_service
 from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 from app.services.jobs import refresh_thought_estimates
 from app.services.project_index_job import reconcile_project_indexes
+from app.services.recall_search import search_service
 from app.services.scope import resolve_read_scope
 from app.services.search import SearchQuery, pool_size
 from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
@@ -567,7 +566,6 @@ async def breakdown_section(setup: Setup, mcp_url: str) -> dict[str, Any]:
     """
     principal = await admin_principal(setup.db, "bench-search-inprocess")
     call = tool_caller(setup.context, principal)
-    ctx = CallContext(setup.context, principal, "memory_recall")
     result: dict[str, Any] = {}
     async with mcp_session(mcp_url, setup.token) as session:
 
@@ -582,7 +580,7 @@ async def breakdown_section(setup: Setup, mcp_url: str) -> dict[str, Any]:
                 where = SearchFilter(project, (ThoughtStatus.active,), None, None, None)
                 hybrid = arguments.get("hybrid", True)
                 query = SearchQuery(text=arguments["query"], where=where, limit=LIMIT, hybrid=hybrid)
-                await search_service(unit, ctx).search(query)
+                await search_service(unit, setup.context).search(query)
             elapsed = time.perf_counter() - started
             setup.clock.armed = False
             return "service", elapsed, setup.timed.seconds

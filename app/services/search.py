@@ -42,6 +42,9 @@ class SearchQuery:
     contradiction_mode: Literal["flag", "off"] = "flag"
     # The caller's embedding of `text`, possibly already running; None = embed when the vector leg needs it.
     vector: QueryVector | None = None
+    # `text` read as an id, when the caller has parsed it already (id_parsed); otherwise the search parses it.
+    id_query: IdQuery | None = None
+    id_parsed: bool = False
 
 
 class QueryVector:
@@ -153,7 +156,7 @@ class SearchService:
         return outcome
 
     async def _search(self, query: SearchQuery) -> SearchOutcome:
-        id_query = parse_id_query(query.text)
+        id_query = query.id_query if query.id_parsed else parse_id_query(query.text)
         if id_query is None:
             return await self.ranked(query)
         found = await self._by_id(query, id_query)

@@ -1,0 +1,192 @@
+"""memory_recall's ranked reads as units of work: search and clusters (`search`), context (`context`).
+
+A request names what to read; the service owns the rest — the query embedding started beside the
+transaction, the read scope, the thought filter and how the vector leg reads it, the relevance
+calibration of the active model, and the links or clusters the answer attaches. The adapter shapes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.records import ThoughtRecord, UrlLinkRecord
+from app.db.repositories.projects import ProjectRepository
+from app.db.repositories.search import SearchRepository
+from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, VectorScan, status_filter
+from app.db.repositories.url_links import UrlLinkRepository
+from app.errors import not_found
+from app.services.context import AppContext
+from app.services.graph import GraphService
+from app.services.hits import HitService
+from app.services.id_lookup import parse_id_query
+from app.services.recall import Neighbour
+from app.services.relevance import Calibration
+from app.services.scope import ReadScope, resolve_read_scope
+from app.services.search import QueryVector, SearchOutcome, SearchQuery, SearchService
+
+Links = dict[uuid.UUID, list[UrlLinkRecord]]
+
+
+def calibration(app: AppContext) -> Calibration:
+    """The configured floors, else the active model's measured ones."""
+    profile = app.embedding.profile
+    limits = app.limits
+    unrelated = (
+        limits.unrelated_floor if limits.unrelated_floor is not None else (profile.unrelated_floor if profile else 0.8)
+    )
+    strong = limits.vector_floor if limits.vector_floor is not None else (profile.vector_floor if profile else 0.9)
+    return Calibration(unrelated, strong)
+
+
+def search_service(session: AsyncSession, app: AppContext, count_hits: bool = True) -> SearchService:
+    hits = HitService(session, app.limits.primer_threshold) if count_hits else None
+    limits = app.limits
+    return SearchService(session, app.embedding, calibration(app), limits.default_min_relevance, hits, limits.bm25)
+
+
+def scoped_filter(scope: ReadScope, status: str, **filters: Any) -> ThoughtFilter:
+    """The read filter of a scope: its project, and how the vector leg reads that project."""
+    project = scope.project
+    return ThoughtFilter(
+        project_id=project.id if project else None,
+        statuses=status_filter(status),
+        vector_scan=VectorScan.of(project),
+        **filters,
+    )
+
+
+async def _links(session: AsyncSession, wanted: bool, ids: list[uuid.UUID]) -> Links | None:
+    return await UrlLinkRepository(session).for_thoughts(ids) if wanted else None
+
+
+# ---------------------------------------------------------------- search, clusters
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    text: str
+    cwd: str | None
+    status: str
+    limit: int
+    hybrid: bool = True
+    tag: str | None = None
+    is_cluster: bool | None = None
+    min_importance: float | None = None
+    min_relevance: float | None = None
+    recency_weight: float = 0.0
+    recency_half_life_days: float = 30.0
+    supersession_mode: Literal["flag", "suppress", "off"] = "flag"
+    contradiction_mode: Literal["flag", "off"] = "flag"
+    include_url_links: bool = False
+    group_by_cluster: bool = False
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    scope: ReadScope
+    outcome: SearchOutcome
+    links: Links | None
+    clusters: dict[Any, Any]  # hit id → (cluster id, cluster content), when grouped
+
+
+async def search(app: AppContext, request: SearchRequest) -> SearchResult:
+    """One search: an id-shaped query is looked up (it embeds only if the lookup misses); any other query's
+    embedding runs while the transaction resolves the scope and runs the lexical leg."""
+    id_query = parse_id_query(request.text)
+    vector = QueryVector(app.embedding, request.text)
+    if id_query is None:
+        vector.start()
+    try:
+        async with app.db.unit_of_work() as session:
+            scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
+            where = scoped_filter(
+                scope,
+                request.status,
+                tag=request.tag,
+                is_cluster=request.is_cluster,
+                min_importance=request.min_importance,
+            )
+            query = SearchQuery(
+                text=request.text,
+                where=where,
+                limit=request.limit,
+                hybrid=request.hybrid,
+                min_relevance=request.min_relevance,
+                recency_weight=request.recency_weight,
+                recency_half_life_days=request.recency_half_life_days,
+                supersession_mode=request.supersession_mode,
+                contradiction_mode=request.contradiction_mode,
+                vector=vector,
+                id_query=id_query,
+                id_parsed=True,
+            )
+            outcome = await search_service(session, app).search(query)
+            ids = [hit.thought.id for hit in outcome.hits]
+            links = await _links(session, request.include_url_links, ids)
+            clusters = await SearchRepository(session).clusters_of(ids) if request.group_by_cluster else {}
+    finally:
+        vector.cancel()
+    return SearchResult(scope, outcome, links, clusters)
+
+
+# ---------------------------------------------------------------- context
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    """Exactly one of `query` (best match + neighbourhood) or `thought_id` (that thought + neighbourhood)."""
+
+    query: str | None
+    thought_id: uuid.UUID | None
+    cwd: str | None
+    max_edges: int
+    min_relevance: float | None = None
+    include_url_links: bool = False
+
+
+@dataclass(frozen=True)
+class ContextResult:
+    thought: ThoughtRecord | None  # None: the query matched nothing
+    upstream: list[Neighbour]
+    downstream: list[Neighbour]
+    scope: ReadScope | None  # a query's read scope; None for a thought_id
+    degraded: bool
+    links: Links | None
+
+
+async def context(app: AppContext, request: ContextRequest) -> ContextResult:
+    scope: ReadScope | None = None
+    degraded = False
+    vector = QueryVector(app.embedding, request.query or "")
+    if request.query is not None:
+        vector.start()
+    try:  # a failed call must not leave its query embedding running
+        async with app.db.unit_of_work() as session:
+            if request.thought_id is not None:
+                found = await ThoughtRepository(session).get(request.thought_id)
+                if found is None:
+                    raise not_found(f"Thought {request.thought_id} not found")
+                thought = found
+            else:
+                scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
+                gate = request.min_relevance if request.min_relevance is not None else 0.0
+                query = SearchQuery(
+                    request.query or "", scoped_filter(scope, "active"), 1, min_relevance=gate, vector=vector
+                )
+                outcome = await search_service(session, app, count_hits=False).search(query)
+                degraded = outcome.degraded
+                if not outcome.hits:
+                    return ContextResult(None, [], [], scope, degraded, None)
+                thought = outcome.hits[0].thought
+            upstream, downstream = await GraphService(session).neighbourhood(thought.id, request.max_edges)
+            neighbours = [n.thought.id for n in [*upstream, *downstream]]
+            # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
+            await HitService(session, app.limits.primer_threshold).record([thought.id, *neighbours])
+            links = await _links(session, request.include_url_links, [thought.id, *neighbours])
+    finally:
+        vector.cancel()
+    return ContextResult(thought, upstream, downstream, scope, degraded, links)
