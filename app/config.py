@@ -146,6 +146,16 @@ class OAuthSettings(BaseModel):
         return self
 
 
+class ConsoleSettings(BaseModel):
+    """The web console at /ui (docs/CONSOLE.md)."""
+
+    enabled: bool = True
+    # Signs the session cookies. Every replica must have the same one (a cookie signed by one replica is then
+    # accepted by all); unset, each process keeps a random one in `data_dir/console.key`.
+    secret_key: SecretStr | None = None
+    session_hours: int = Field(default=12, ge=1, le=24 * 30)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SYNAPTO_",
@@ -177,6 +187,7 @@ class Settings(BaseSettings):
     jobs: JobsSettings = JobsSettings()
     rate_limit: RateLimitSettings = RateLimitSettings()
     oauth: OAuthSettings = OAuthSettings()
+    console: ConsoleSettings = ConsoleSettings()
     pool_size: int = Field(default=10, ge=1, le=200)
 
 

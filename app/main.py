@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -27,7 +28,8 @@ from app.db.records import Principal
 from app.db.repositories.search import Bm25
 from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
-from app.http.app import LocalPrincipal, build_http_app, transport_security
+from app.http.app import HostOriginMiddleware, LocalPrincipal, build_http_app, transport_security, with_public_url
+from app.http.ui import ConsoleConfig, ConsoleRouter, SessionCodec, build_console, load_secret
 from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
 from app.observability import JsonFormatter
@@ -210,4 +212,25 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
     security = transport_security(
         settings.host, settings.port, settings.http.allowed_hosts, settings.http.allowed_origins
     )
-    return build_http_app(context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth)
+    app = build_http_app(context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth)
+    return with_console(app, settings, context, local, security)
+
+
+def with_console(
+    app: ASGIApp,
+    settings: Settings,
+    context: AppContext,
+    local: LocalPrincipal | None,
+    security: TransportSecuritySettings,
+) -> ASGIApp:
+    """/ui beside the service (docs/CONSOLE.md): its pages authenticate their session cookie themselves, and the
+    same Host/Origin checks as every other route guard them (DNS rebinding, cross-site posts)."""
+    if not settings.console.enabled:
+        return app
+    key = load_secret(settings.console.secret_key, settings.data_dir)
+    codec = SessionCodec(key, settings.console.session_hours * 3600)
+    config = ConsoleConfig(codec, (lambda: local.value) if local is not None else None)
+    if local is None and settings.oauth.enabled and settings.oauth.public_url:
+        # As build_http_app allows it for the other routes: the public URL's Host reaches /ui through the proxy.
+        security = with_public_url(security, settings.oauth.public_url)
+    return ConsoleRouter(app, HostOriginMiddleware(build_console(context, config), security))

@@ -266,7 +266,7 @@ def build_http_app(
 ) -> ASGIApp:
     oauth = OAuthConfig.from_settings(oauth_settings) if oauth_settings is not None and local is None else None
     if oauth is not None:
-        security = _with_public_url(security, oauth.issuer)
+        security = with_public_url(security, oauth.issuer)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
@@ -306,7 +306,7 @@ def build_http_app(
     return BearerAuthMiddleware(HostOriginMiddleware(starlette, security, exempt), context, local, usage, gate)
 
 
-def _with_public_url(security: TransportSecuritySettings, public_url: str) -> TransportSecuritySettings:
+def with_public_url(security: TransportSecuritySettings, public_url: str) -> TransportSecuritySettings:
     """The public URL's host and origin are allowed: the proxy in front forwards its Host, and the sign-in
     page's forms post from that origin."""
     host = urlsplit(public_url).netloc

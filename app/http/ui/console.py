@@ -1,0 +1,407 @@
+"""The web console at /ui: server-rendered pages over the same tool dispatch agents call.
+
+Every page reads through `app.mcp.registry.dispatch` with the signed-in principal, so roles, validation,
+scoping and rate limits are the contract's, and the console holds no second path to the data.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.db.engine import is_unavailable
+from app.db.records import Principal
+from app.db.repositories.users import UserRepository
+from app.http.ui.session import COOKIE_PATH, SESSION_COOKIE, SIGN_IN_COOKIE, SessionCodec, SessionData, same_token
+from app.mcp.registry import ToolSpec, dispatch
+from app.mcp.tools.catalog import ALL_SPECS
+from app.services.auth import AuthService, hash_token
+from app.services.context import AppContext
+
+logger = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+SPECS: dict[str, ToolSpec] = {spec.name: spec for spec in ALL_SPECS}
+STATUSES = ("active", "draft", "archived", "all")
+# memory_recall search's supersession_mode: how superseded thoughts stand in the answer.
+STANDINGS = (("flag", "flag superseded"), ("suppress", "hide superseded"), ("off", "ignore supersession"))
+TIMELINE_PAGE = 50
+FORM_LIMIT = 16 * 1024  # the largest console form is a token and two 43-character fields
+BAD_TOKEN = "That API token was not accepted: it is unknown, revoked or expired. Paste the whole token (smt_…)."
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    codec: SessionCodec
+    local: Callable[[], Principal | None] | None = None  # auth mode `none`: every caller is the local user
+
+
+@dataclass
+class Answer:
+    """One tool call's answer as a page needs it: the payload, or the error message and status."""
+
+    payload: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    status: int = 200
+
+    @property
+    def items(self) -> list[Any]:
+        items = self.payload.get("items")
+        return items if isinstance(items, list) else []
+
+    @property
+    def item(self) -> dict[str, Any] | None:
+        item = self.payload.get("item")
+        return item if isinstance(item, dict) else None
+
+    @property
+    def warnings(self) -> list[str]:
+        meta = self.payload.get("meta")
+        return list(meta.get("warnings") or []) if isinstance(meta, dict) else []
+
+
+async def call_tool(context: AppContext, principal: Principal, tool: str, arguments: dict[str, Any]) -> Answer:
+    """The tool's own dispatch, as over MCP: the contract's validation, roles and errors apply."""
+    result = await dispatch(SPECS[tool], arguments, context, principal)
+    structured = result.structured_content or {}
+    payload = structured.get("result")
+    if not result.is_error:
+        return Answer(payload if isinstance(payload, dict) else {})
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        return Answer(error=str(error.get("message")), status=int(error.get("statusCode") or 500))
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    return Answer(error=text or f"{tool} failed", status=500)
+
+
+class Console:
+    def __init__(self, context: AppContext, config: ConsoleConfig) -> None:
+        self.context = context
+        self.config = config
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+    # ------------------------------------------------------------ sessions
+
+    async def principal(self, request: Request) -> tuple[Principal | None, SessionData | None]:
+        """The signed-in user, looked up again on every request (a revoked token signs its sessions out)."""
+        if self.config.local is not None:
+            return self.config.local(), None
+        session = self.config.codec.read(request.cookies.get(SESSION_COOKIE))
+        if session is None:
+            return None, None
+        async with self.context.db.autocommit() as db:  # one SELECT, as the bearer check
+            match = await UserRepository(db).token_for_hash(session.token_hash)
+        if match is None or match.expired:
+            return None, None
+        return match.principal, session
+
+    def render(self, request: Request, name: str, values: dict[str, Any], status: int = 200) -> Response:
+        response = self.templates.TemplateResponse(request, name, values, status_code=status)
+        _no_store(response)
+        return response
+
+    def sign_in_page(self, request: Request, error: str | None = None, status: int = 200) -> Response:
+        # A fresh double-submit token per form: the cookie and the hidden field must come back equal.
+        csrf = secrets.token_urlsafe(32)
+        values = {"csrf": csrf, "error": error, "user": None, "next": _safe_next(request.query_params.get("next"))}
+        response = self.render(request, "sign_in.html", values, status)
+        response.set_cookie(SIGN_IN_COOKIE, csrf, max_age=3600, path=COOKIE_PATH, **_flags(request))
+        return response
+
+    async def sign_in_form(self, request: Request) -> Response:
+        principal, _ = await self.principal(request)
+        if principal is not None:
+            return RedirectResponse(f"{COOKIE_PATH}/", status_code=303)
+        return self.sign_in_page(request)
+
+    async def sign_in(self, request: Request) -> Response:
+        form = await _form(request)
+        if form is None:
+            return _too_large()
+        if not same_token(request.cookies.get(SIGN_IN_COOKIE), _field(form, "csrf")):
+            return _csrf_refusal()
+        token = _field(form, "token").strip()
+        if not token:
+            return self.sign_in_page(request, "Paste your API token to sign in.", 400)
+        try:
+            async with self.context.db.autocommit() as db:  # the bearer check's verification, token and all
+                # No TokenUsage: its flusher belongs to the /mcp app; `token list` shows MCP use, not sign-ins.
+                principal = await AuthService(db).verify(token)
+        except Exception as error:
+            if not is_unavailable(error):
+                raise
+            return self.sign_in_page(request, "The database is unavailable; try again shortly.", 503)
+        if principal is None:
+            logger.info("console sign-in refused: token not accepted")
+            return self.sign_in_page(request, BAD_TOKEN, 401)
+        cookie, _ = self.config.codec.issue(hash_token(token))
+        response = RedirectResponse(_safe_next(_field(form, "next")), status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE, cookie, max_age=self.config.codec.max_age, path=COOKIE_PATH, **_flags(request)
+        )
+        response.delete_cookie(SIGN_IN_COOKIE, path=COOKIE_PATH)
+        logger.info("console sign-in: user %r", principal.name)
+        return response
+
+    async def sign_out(self, request: Request) -> Response:
+        form = await _form(request)
+        if form is None:
+            return _too_large()
+        _, session = await self.principal(request)
+        if session is not None and not same_token(session.csrf, _field(form, "csrf")):
+            return _csrf_refusal()
+        response = RedirectResponse(f"{COOKIE_PATH}/sign-in", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, **_flags(request))
+        return response
+
+    # ------------------------------------------------------------ pages
+
+    def page(
+        self, handler: Callable[[Request, Principal, SessionData | None], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """A signed-in page: anyone else goes to the sign-in form, then comes back."""
+
+        async def endpoint(request: Request) -> Response:
+            started = time.perf_counter()
+            try:
+                principal, session = await self.principal(request)
+            except Exception as error:
+                if not is_unavailable(error):
+                    raise
+                return self.render(request, "error.html", _error("The database is unavailable; retry shortly."), 503)
+            if principal is None:
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return RedirectResponse(f"{COOKIE_PATH}/sign-in?{urlencode({'next': target})}", status_code=303)
+            response = await handler(request, principal, session)
+            response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
+            return response
+
+        return endpoint
+
+    def base(self, principal: Principal, session: SessionData | None, **values: Any) -> dict[str, Any]:
+        return {
+            "user": principal,
+            "csrf": session.csrf if session else "",
+            "local": self.config.local is not None,
+            **values,
+        }
+
+    async def projects(self, principal: Principal) -> Answer:
+        return await call_tool(self.context, principal, "memory_manage", {"action": "list"})
+
+    async def home(self, request: Request, principal: Principal, session: SessionData | None) -> Response:
+        return await self.search(request, principal, session)
+
+    async def search(self, request: Request, principal: Principal, session: SessionData | None) -> Response:
+        params = request.query_params
+        projects = await self.projects(principal)
+        project = _pick(projects.items, params.get("project"))
+        form = {
+            "query": params.get("query", "").strip(),
+            "tag": params.get("tag", "").strip(),
+            "status": params.get("status") if params.get("status") in STATUSES else "active",
+            "standing": params.get("standing") if params.get("standing") in dict(STANDINGS) else "flag",
+            "project": project["id"] if project else "",
+        }
+        results: Answer | None = None
+        if form["query"]:
+            arguments: dict[str, Any] = {
+                "action": "search",
+                "query": form["query"],
+                "status": form["status"],
+                "supersession_mode": form["standing"],
+                "compact": False,  # scores and match source come with the full shape only
+            }
+            if form["tag"]:
+                arguments["tag"] = form["tag"]
+            if project and project.get("local_path"):
+                arguments["cwd"] = project["local_path"]
+            results = await call_tool(self.context, principal, "memory_recall", arguments)
+        values = self.base(
+            principal,
+            session,
+            projects=projects,
+            project=project,
+            form=form,
+            results=results,
+            statuses=STATUSES,
+            standings=STANDINGS,
+        )
+        status = results.status if results is not None and results.error else 200
+        return self.render(request, "search.html", values, status)
+
+    async def thought(self, request: Request, principal: Principal, session: SessionData | None) -> Response:
+        thought_id = request.path_params["thought_id"]
+        found = await call_tool(
+            self.context,
+            principal,
+            "memory_recall",
+            {"action": "get", "thought_id": thought_id, "include_edges": True, "compact": False},
+        )
+        history = Answer()
+        if found.error is None:
+            history = await call_tool(
+                self.context, principal, "memory_recall", {"action": "chain", "thought_id": thought_id}
+            )
+        item = found.item or {}
+        edges_in = item.get("upstream") or []
+        edges_out = item.get("downstream") or []
+        supersession = [step for step in [*edges_in, *edges_out] if step["edge"]["type"] == "replaces"]
+        values = self.base(
+            principal,
+            session,
+            found=found,
+            thought=found.item,
+            edges_in=edges_in,
+            edges_out=edges_out,
+            supersession=supersession,
+            history=history,
+        )
+        return self.render(request, "thought.html", values, found.status if found.error else 200)
+
+    async def timeline(self, request: Request, principal: Principal, session: SessionData | None) -> Response:
+        params = request.query_params
+        projects = await self.projects(principal)
+        project = _pick(projects.items, request.path_params["project_id"])
+        if project is None:
+            values = _error("No such project (or it is not one you may see).")
+            return self.render(request, "error.html", self.base(principal, session, **values), 404)
+        status = params.get("status") if params.get("status") in STATUSES else "all"
+        offset = _int(params.get("offset"))
+        arguments: dict[str, Any] = {"action": "timeline", "status": status, "limit": TIMELINE_PAGE, "offset": offset}
+        if project.get("local_path"):
+            arguments["cwd"] = project["local_path"]
+        answer = await call_tool(self.context, principal, "memory_reflect", arguments)
+        counts = (answer.payload.get("meta") or {}).get("counts") or {}
+        values = self.base(
+            principal,
+            session,
+            project=project,
+            answer=answer,
+            status=status,
+            statuses=STATUSES,
+            offset=offset,
+            page=TIMELINE_PAGE,
+            total=int(counts.get("total") or 0),
+        )
+        return self.render(request, "timeline.html", values, answer.status if answer.error else 200)
+
+
+def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
+    console = Console(context, config)
+    routes = [
+        Route("/", console.page(console.home), methods=["GET"]),
+        Route("/sign-in", console.sign_in_form, methods=["GET"]),
+        Route("/sign-in", console.sign_in, methods=["POST"]),
+        Route("/sign-out", console.sign_out, methods=["POST"]),
+        Route("/search", console.page(console.search), methods=["GET"]),
+        Route("/thoughts/{thought_id}", console.page(console.thought), methods=["GET"]),
+        Route("/projects/{project_id}/timeline", console.page(console.timeline), methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
+    ]
+    return Starlette(routes=[Mount(COOKIE_PATH, routes=routes)])
+
+
+class ConsoleRouter:
+    """Sends /ui to the console, everything else to the service's app.
+
+    The console sits beside the bearer check, not behind it: a browser sends its session cookie, never an
+    Authorization header, and each console page authenticates the cookie itself.
+    """
+
+    def __init__(self, app: ASGIApp, console: ASGIApp) -> None:
+        self.app = app
+        self.console = console
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _is_console(scope["path"]):
+            if scope["path"] == COOKIE_PATH:
+                await RedirectResponse(f"{COOKIE_PATH}/", status_code=308)(scope, receive, send)
+                return
+            await self.console(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _is_console(path: str) -> bool:
+    return path == COOKIE_PATH or path.startswith(COOKIE_PATH + "/")
+
+
+def _flags(request: Request) -> dict[str, Any]:
+    # Secure where the request came over TLS (uvicorn's --proxy-headers makes a proxy's https count).
+    return {"httponly": True, "samesite": "lax", "secure": request.url.scheme == "https"}
+
+
+def _no_store(response: Response) -> None:
+    # Pages show memory content: no shared or back-button cache keeps them after sign-out.
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "same-origin"
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    )
+
+
+def _csrf_refusal() -> Response:
+    return Response(
+        "Forbidden: the form's CSRF token is missing or stale. Reload the page and submit it again.",
+        status_code=403,
+        media_type="text/plain",
+    )
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"message": message}
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """The urlencoded fields of a console form (the first of each name), or None past FORM_LIMIT bytes: read
+    with a cap, so an unauthenticated post cannot make the process buffer an arbitrary body."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_LIMIT:
+            return None
+    fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+    return {name: values[0] for name, values in fields.items()}
+
+
+def _too_large() -> Response:
+    return Response("Request body too large for a console form.", status_code=413, media_type="text/plain")
+
+
+def _field(form: dict[str, str], name: str) -> str:
+    return form.get(name, "")
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a console path: an open redirect after sign-in would be a phishing aid."""
+    if target and target.startswith(COOKIE_PATH + "/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return f"{COOKIE_PATH}/"
+
+
+def _pick(projects: list[dict[str, Any]], project_id: str | None) -> dict[str, Any] | None:
+    return next((project for project in projects if project.get("id") == project_id), None) if project_id else None
+
+
+def _int(value: str | None) -> int:
+    try:
+        return max(int(value or 0), 0)
+    except ValueError:
+        return 0
