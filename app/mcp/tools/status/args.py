@@ -36,7 +36,8 @@ class HealthArgs(ActionArgs):
 class ProposeArgs(CwdArgs, ShapeArgs):
     action: Literal["propose"]
     thought_id: IdStr | None = Field(default=None, description="thought to place")
-    content: Annotated[str, StringConstraints(max_length=720)] | None = Field(
+    # a size guard only: the handler holds content to the configured hard limit (content.hard_limit)
+    content: Annotated[str, StringConstraints(max_length=100_000)] | None = Field(
         default=None, description="draft text to place"
     )
     include_signals: bool = Field(default=False, description="every edge with its signals")

@@ -121,6 +121,12 @@ def shape_plan(plan: Plan, full: bool, max_edges: int | None) -> dict[str, Any]:
 
 
 async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
+    hard_limit = ctx.app.limits.content_hard
+    if args.content is not None and len(args.content) > hard_limit:  # worded as the argument model words a bound
+        raise bad_request(
+            "Invalid argument 'content' for memory_status action=propose: "
+            f"String should have at most {hard_limit} characters"
+        )
     if (args.thought_id is None) == (args.content is None or not args.content.strip()):
         raise bad_request("memory_status action=propose needs exactly one of 'thought_id' or 'content'")
     async with ctx.app.db.unit_of_work() as session:
