@@ -15,6 +15,8 @@ from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import thought_select
 from app.db.vector import index_distance
+from app.embedding.profiles import E5_SMALL, ModelProfile
+from app.embedding.runtime import EmbeddingRuntime
 from app.services.text import jaccard, normalised
 
 CANDIDATE_POOL = 100
@@ -82,6 +84,34 @@ def choose_edge(subject: Subject, neighbour: ThoughtRecord, similarity: float) -
     if "dependency" in mine:
         return PlannedEdge(neighbour, EdgeType.depends_on, confident, "dependency cue", signals)
     return PlannedEdge(neighbour, EdgeType.related, round(similarity, 4), "semantically close", signals)
+
+
+def neighbour_threshold(profile: ModelProfile | None) -> float:
+    """How similar a neighbour must be to be planned against: 0.75 for e5-small (and without a model),
+    else 0.1 above the model's measured unrelated floor."""
+    if profile is None or profile.model_id == E5_SMALL:
+        return 0.75
+    return profile.unrelated_floor + 0.1
+
+
+async def plan_placement(
+    session: AsyncSession,
+    embedding: EmbeddingRuntime,
+    thought: ThoughtRecord | None,
+    content: str,
+    project_id: uuid.UUID,
+) -> Plan:
+    """The plan for a thought (embedded again when its stored vector is the active model's) or for draft
+    content, against one project, with the active model's neighbour threshold."""
+    vector = None
+    profile = embedding.profile
+    if thought is not None and profile is not None and thought.embedding_model == profile.model_id:
+        vector = await embedding.embed_passages([thought.content])
+    elif profile is not None:
+        vector = await embedding.embed_passages([content])
+    subject = Subject(thought, content, thought.created_at if thought else None, vector[0] if vector else None)
+    engine = PlacementEngine(session, neighbour_threshold(profile))
+    return await engine.plan(subject, project_id, profile.model_id if profile else None)
 
 
 class PlacementEngine:

@@ -23,8 +23,7 @@ from app.mcp.tools.edge_review.args import (
     RejectArgs,
     RollbackArgs,
 )
-from app.mcp.tools.placement import neighbour_threshold, placement_subject
-from app.services.placement import PlacementEngine
+from app.services.placement import plan_placement
 from app.services.proposals import Proposal, ProposalService
 from app.services.scope import normalize_path, resolve_read_scope
 
@@ -60,11 +59,7 @@ async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
         path = normalize_path(args.cwd or "")
         resolved = await ProjectRepository(session).find_for_path(path) if path else None
         project_id = resolved.id if resolved else thought.project_id
-        subject = await placement_subject(ctx, session, thought, thought.content)
-        profile = ctx.app.embedding.profile
-        plan = await PlacementEngine(session, neighbour_threshold(ctx)).plan(
-            subject, project_id, profile.model_id if profile else None
-        )
+        plan = await plan_placement(session, ctx.app.embedding, thought, thought.content, project_id)
         created, skipped = await ProposalService(session, ctx.principal).enqueue(thought, plan, args.max_proposals)
     item = {
         "thought_id": str(thought_id),

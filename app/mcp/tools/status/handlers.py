@@ -13,11 +13,10 @@ from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
-from app.mcp.tools.placement import neighbour_threshold, placement_subject
 from app.mcp.tools.status.args import ConfigArgs, FrontierArgs, HealthArgs, ProposeArgs, SlotsArgs
 from app.services.frontier import FrontierService, content_short
 from app.services.health import HealthService
-from app.services.placement import PlacementEngine, Plan
+from app.services.placement import Plan, plan_placement
 from app.services.scope import UNRESOLVED_SCOPE, normalize_path, resolve_read_scope, scope_of, unknown_cwd_prefix
 from app.services.slots import SlotService
 
@@ -143,11 +142,8 @@ async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
             pinned = await projects.get(thought.project_id)
         if pinned is None:  # no thought, or its project was deleted (its thoughts moved to the default) meanwhile
             pinned = await projects.ensure_default()
-        subject = await placement_subject(ctx, session, thought, thought.content if thought else (args.content or ""))
-        profile = ctx.app.embedding.profile
-        plan = await PlacementEngine(session, neighbour_threshold(ctx)).plan(
-            subject, pinned.id, profile.model_id if profile else None
-        )
+        content = thought.content if thought else (args.content or "")
+        plan = await plan_placement(session, ctx.app.embedding, thought, content, pinned.id)
     clause = PIN_THOUGHT if thought is not None else PIN_DRAFT
     warnings: list[str] = []
     scope: dict[str, Any] | None = scope_of(resolved) if resolved else None
