@@ -106,6 +106,74 @@ async def test_sign_in_search_thought_page_and_sign_out(
             await page.close()
 
 
+async def test_apply_an_edge_proposal_through_its_preview_and_create_and_revoke_a_token(
+    browser: Any, database_url: str, clean_database: Database, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with serving(database_url, tmp_path) as (port, context):
+        async with clean_database.unit_of_work() as session:
+            token, principal = await AuthService(session).create_token("ada", Role.admin, "browser test")
+        admin = ToolCaller(context, principal)
+        await admin.ok("memory_manage", {"action": "create", "name": "Queue", "local_path": "/srv/queue"})
+        for content in (
+            "The billing service retries a failed card payment three times before giving up",
+            "Card payments that fail get three retries in the billing service",
+            "The billing service retries failed card payments three times",
+        ):
+            stored = await admin.ok("memory_store", {"action": "create", "content": content, "cwd": "/srv/queue"})
+        await admin.ok("edge_review", {"action": "enqueue", "thought_id": stored.item["id"]})
+        pending = (await admin.ok("edge_review", {"action": "list", "status": "pending"})).items
+        proposal_id = pending[0]["id"]
+
+        page = await browser.new_page()
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            await page.goto(f"{base}/ui/sign-in")
+            await page.get_by_label("API token").fill(token)
+            await page.get_by_role("button", name="Sign in").click()
+            await page.wait_for_url(f"{base}/ui/")
+
+            await page.get_by_role("link", name="Edge review").click()
+            await page.wait_for_url(f"{base}/ui/review/edges")
+            assert "The billing service retries" in await page.locator(".proposals").inner_text()
+            await page.get_by_role("button", name=f"Apply proposal {proposal_id} (preview first)").click()
+            await page.get_by_role("heading", name="Preview: Apply an edge proposal").wait_for()
+            assert "-[" in await page.locator(".consequence").first.inner_text()  # the preview's `would`
+            listed = (await admin.ok("edge_review", {"action": "list", "status": "pending"})).items
+            assert proposal_id in [row["id"] for row in listed]  # previewing wrote nothing
+            await page.get_by_role("button", name="Confirm: apply an edge proposal").click()
+            await page.get_by_role("status").wait_for()
+            assert "accepted" in await page.get_by_role("status").inner_text()
+            accepted = (await admin.ok("edge_review", {"action": "list", "status": "accepted"})).items
+            assert [row["id"] for row in accepted] == [proposal_id]
+
+            await page.get_by_role("link", name="Tokens").click()
+            await page.wait_for_url(f"{base}/ui/admin/tokens")
+            await page.get_by_label("User").fill("bob")
+            await page.get_by_label("Role").select_option("reader")
+            await page.get_by_label("Label").fill("e2e laptop")
+            await page.get_by_role("button", name="Create token").click()
+            created = await page.get_by_label("New token").input_value()
+            assert created.startswith("smt_")
+            async with clean_database.unit_of_work() as session:
+                assert await AuthService(session).verify(created) is not None
+            row = page.get_by_role("row").filter(has_text="e2e laptop")
+            await row.get_by_role("button", name="Revoke").click()
+            await page.get_by_role("status").wait_for()
+            assert "revoked" in await page.get_by_role("row").filter(has_text="e2e laptop").inner_text()
+            assert created not in await page.content()  # shown once only
+            async with clean_database.unit_of_work() as session:
+                assert await AuthService(session).verify(created) is None
+            assert errors == [], f"JavaScript errors in the console: {errors}"
+        except BaseException:
+            await _screenshot(page, tmp_path, request.node.name)
+            raise
+        finally:
+            await page.close()
+
+
 async def _screenshot(page: Any, tmp_path: Path, name: str) -> None:
     """The page as it was when the test failed: in the test's tmp_path, and copied to test-artifacts/."""
     shot = tmp_path / f"{name}.png"

@@ -6,11 +6,13 @@ scoping and rate limits are the contract's, and the console holds no second path
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -26,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.db.engine import is_unavailable
 from app.db.records import Principal
 from app.db.repositories.users import UserRepository
+from app.http.ui import operations, review
 from app.http.ui.session import COOKIE_PATH, SESSION_COOKIE, SIGN_IN_COOKIE, SessionCodec, SessionData, same_token
 from app.mcp.registry import ToolSpec, dispatch
 from app.mcp.tools.catalog import ALL_SPECS
@@ -40,7 +43,8 @@ STATUSES = ("active", "draft", "archived", "all")
 # memory_recall search's supersession_mode: how superseded thoughts stand in the answer.
 STANDINGS = (("flag", "flag superseded"), ("suppress", "hide superseded"), ("off", "ignore supersession"))
 TIMELINE_PAGE = 50
-FORM_LIMIT = 16 * 1024  # the largest console form is a token and two 43-character fields
+# the largest console form: a page of selected ids (≤ 50 × 36 characters) beside a summary (≤ 720 characters)
+FORM_LIMIT = 16 * 1024
 BAD_TOKEN = "That API token was not accepted: it is unknown, revoked or expired. Paste the whole token (smt_…)."
 
 
@@ -69,9 +73,19 @@ class Answer:
         return item if isinstance(item, dict) else None
 
     @property
-    def warnings(self) -> list[str]:
+    def meta(self) -> dict[str, Any]:
         meta = self.payload.get("meta")
-        return list(meta.get("warnings") or []) if isinstance(meta, dict) else []
+        return meta if isinstance(meta, dict) else {}
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.meta.get("warnings") or [])
+
+    @property
+    def preview(self) -> dict[str, Any] | None:
+        """meta.preview of a destructive action's preview answer; None on an executed (or refused) one."""
+        preview = self.meta.get("preview")
+        return preview if isinstance(preview, dict) else None
 
 
 async def call_tool(context: AppContext, principal: Principal, tool: str, arguments: dict[str, Any]) -> Answer:
@@ -161,8 +175,8 @@ class Console:
         form = await _form(request)
         if form is None:
             return _too_large()
-        _, session = await self.principal(request)
-        if session is not None and not same_token(session.csrf, _field(form, "csrf")):
+        principal, session = await self.principal(request)
+        if principal is not None and not same_token(self.csrf(session), _field(form, "csrf")):
             return _csrf_refusal()
         response = RedirectResponse(f"{COOKIE_PATH}/sign-in", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, **_flags(request))
@@ -192,13 +206,77 @@ class Console:
 
         return endpoint
 
+    def csrf(self, session: SessionData | None) -> str:
+        """The forms' CSRF token: the session's, or with auth mode `none` one derived from the signing key."""
+        return session.csrf if session else self.config.codec.local_csrf()
+
     def base(self, principal: Principal, session: SessionData | None, **values: Any) -> dict[str, Any]:
         return {
             "user": principal,
-            "csrf": session.csrf if session else "",
+            "csrf": self.csrf(session),
             "local": self.config.local is not None,
             **values,
         }
+
+    async def posted(self, request: Request, session: SessionData | None) -> Form | Response:
+        """A signed-in form's fields, or the refusal (403 without its CSRF token, 413 past FORM_LIMIT)."""
+        form = await _form(request)
+        if form is None:
+            return _too_large()
+        if not same_token(self.csrf(session), form.get("csrf")):
+            return _csrf_refusal()
+        return form
+
+    async def two_step(
+        self,
+        request: Request,
+        principal: Principal,
+        session: SessionData | None,
+        form: Form,
+        tool: str,
+        arguments: dict[str, Any],
+        title: str,
+        fields: list[tuple[str, str]],
+        back: str,
+        involved: Callable[[Answer], list[str]] | None = None,
+    ) -> Response:
+        """A destructive action through its preview screen, as over MCP: without `confirm` the tool previews and
+        the page shows what it answered (consequence, instruction, plan) with a confirm form carrying the same
+        fields, `confirm=true` and the preview's token; the confirm post executes (the tool redeems the token).
+        `involved` names the thoughts the preview concerns: the screen shows their content beside the plan."""
+        confirmed = form.get("confirm") == "true"
+        call = dict(arguments)
+        if confirmed:
+            call["confirm"] = True
+            if form.get("preview_token"):
+                call["preview_token"] = form.get("preview_token")
+        answer = await call_tool(self.context, principal, tool, call)
+        values = self.base(principal, session, answer=answer, title=title, back=back, action=request.url.path)
+        if answer.error is not None:
+            return self.render(request, "outcome.html", values, answer.status)
+        if confirmed or answer.preview is None:  # executed, or nothing to confirm (e.g. not found)
+            return self.render(request, "outcome.html", values)
+        token = answer.preview.get("token")
+        hidden = [*fields, ("confirm", "true")] + ([("preview_token", str(token))] if token else [])
+        thoughts = await self.thoughts(principal, involved(answer) if involved else [])
+        return self.render(request, "preview.html", {**values, "hidden": hidden, "thoughts": thoughts})
+
+    async def thoughts(self, principal: Principal, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Each thought by id (`memory_recall action=get`), or the tool's refusal as `{"error": …}`."""
+        unique = list(dict.fromkeys(thought_id for thought_id in ids if thought_id))
+
+        async def read(thought_id: str) -> Answer:
+            return await self.call(principal, "memory_recall", {"action": "get", "thought_id": thought_id})
+
+        found = await asyncio.gather(*(read(thought_id) for thought_id in unique))
+        return {key: one.item if one.item else {"error": one.error} for key, one in zip(unique, found, strict=True)}
+
+    async def call(self, principal: Principal, tool: str, arguments: dict[str, Any]) -> Answer:
+        return await call_tool(self.context, principal, tool, arguments)
+
+    @staticmethod
+    def pick(projects: list[dict[str, Any]], project_id: str | None) -> dict[str, Any] | None:
+        return _pick(projects, project_id)
 
     async def projects(self, principal: Principal) -> Answer:
         return await call_tool(self.context, principal, "memory_manage", {"action": "list"})
@@ -303,6 +381,10 @@ class Console:
 
 def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
     console = Console(context, config)
+
+    def page(handler: Callable[[Console, Request, Principal, SessionData | None], Awaitable[Response]]) -> Any:
+        return console.page(partial(handler, console))
+
     routes = [
         Route("/", console.page(console.home), methods=["GET"]),
         Route("/sign-in", console.sign_in_form, methods=["GET"]),
@@ -311,6 +393,23 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/search", console.page(console.search), methods=["GET"]),
         Route("/thoughts/{thought_id}", console.page(console.thought), methods=["GET"]),
         Route("/projects/{project_id}/timeline", console.page(console.timeline), methods=["GET"]),
+        Route("/thoughts/{thought_id}/archive", page(review.thought_archive), methods=["POST"]),
+        Route("/thoughts/{thought_id}/merge", page(review.thought_merge), methods=["POST"]),
+        Route("/review/edges", page(review.edge_queue), methods=["GET"]),
+        Route("/review/edges/apply", page(review.edge_apply), methods=["POST"]),
+        Route("/review/edges/apply-batch", page(review.edge_apply_batch), methods=["POST"]),
+        Route("/review/edges/rollback", page(review.edge_rollback), methods=["POST"]),
+        Route("/review/edges/reject", page(review.edge_reject), methods=["POST"]),
+        Route("/review/retention", page(review.retention_list), methods=["GET"]),
+        Route("/review/retention/protect", page(review.retention_protect), methods=["POST"]),
+        Route("/review/retention/delete", page(review.retention_delete), methods=["POST"]),
+        Route("/review/retention/compact", page(review.retention_compact), methods=["POST"]),
+        Route("/admin/health", page(operations.health), methods=["GET"]),
+        Route("/admin/health/fix", page(operations.health_fix), methods=["POST"]),
+        Route("/admin/tokens", page(operations.tokens), methods=["GET"]),
+        Route("/admin/tokens/create", page(operations.token_create), methods=["POST"]),
+        Route("/admin/tokens/revoke", page(operations.token_revoke), methods=["POST"]),
+        Route("/admin/tokens/rotate", page(operations.token_rotate), methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
     ]
     return Starlette(routes=[Mount(COOKIE_PATH, routes=routes)])
@@ -369,24 +468,37 @@ def _error(message: str) -> dict[str, Any]:
     return {"message": message}
 
 
-async def _form(request: Request) -> dict[str, str] | None:
-    """The urlencoded fields of a console form (the first of each name), or None past FORM_LIMIT bytes: read
-    with a cap, so an unauthenticated post cannot make the process buffer an arbitrary body."""
+class Form:
+    """A console form's urlencoded fields: `get` the first value of a name, `all` every value in order."""
+
+    def __init__(self, fields: dict[str, list[str]]) -> None:
+        self.fields = fields
+
+    def get(self, name: str) -> str:
+        values = self.fields.get(name)
+        return values[0] if values else ""
+
+    def all(self, name: str) -> list[str]:
+        return [value for value in self.fields.get(name, []) if value]
+
+
+async def _form(request: Request) -> Form | None:
+    """The urlencoded fields of a console form, or None past FORM_LIMIT bytes: read with a cap, so an
+    unauthenticated post cannot make the process buffer an arbitrary body."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > FORM_LIMIT:
             return None
-    fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-    return {name: values[0] for name, values in fields.items()}
+    return Form(parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
 def _too_large() -> Response:
     return Response("Request body too large for a console form.", status_code=413, media_type="text/plain")
 
 
-def _field(form: dict[str, str], name: str) -> str:
-    return form.get(name, "")
+def _field(form: Form, name: str) -> str:
+    return form.get(name)
 
 
 def _safe_next(target: str | None) -> str:

@@ -96,6 +96,11 @@ class SessionCodec:
         body = _b64(json.dumps({"h": data.token_hash.hex(), "t": data.issued_at, "c": data.csrf}).encode())
         return f"{body}.{self._mac(body)}", data
 
+    def local_csrf(self) -> str:
+        """The forms' CSRF token with auth mode `none` (no session to hold one): derived from the signing key,
+        so a cross-site page cannot know it."""
+        return self._mac("local console forms")
+
     def read(self, cookie: str | None, now: float | None = None) -> SessionData | None:
         """The session of a well-signed, unexpired cookie; None for anything else (no reason: nothing to learn)."""
         if not cookie or len(cookie) > 1024:

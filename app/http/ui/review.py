@@ -1,0 +1,260 @@
+"""The console's review pages: the edge_review queue, the retention_review list, and archive / merge from a
+thought page. Every write goes through the tool's own dispatch, each destructive one through its preview."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.db.records import Principal
+from app.http.ui.session import SessionData
+
+if TYPE_CHECKING:
+    from app.http.ui.console import Answer, Console
+
+PROPOSAL_STATUSES = ("pending", "accepted", "rejected", "stale", "expired", "rolled_back")
+PROPOSAL_PAGE = 25
+RETENTION_PAGE = 25
+EDGES = "/ui/review/edges"
+RETENTION = "/ui/review/retention"
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return max(int(value or default), 0)
+    except ValueError:
+        return default
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- edge_review
+
+
+async def edge_queue(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    params = request.query_params
+    projects = await console.projects(principal)
+    project = console.pick(projects.items, params.get("project"))
+    status = params.get("status") if params.get("status") in PROPOSAL_STATUSES else "pending"
+    offset = _int(params.get("offset"))
+    arguments: dict[str, Any] = {"action": "list", "status": status, "limit": PROPOSAL_PAGE, "offset": offset}
+    if project and project.get("local_path"):
+        arguments["cwd"] = project["local_path"]
+    answer = await console.call(principal, "edge_review", arguments)
+    thoughts = await console.thoughts(principal, [end for row in answer.items for end in _ends(row)])
+    values = console.base(
+        principal,
+        session,
+        projects=projects,
+        project=project,
+        answer=answer,
+        thoughts=thoughts,
+        status=status,
+        statuses=PROPOSAL_STATUSES,
+        offset=offset,
+        page=PROPOSAL_PAGE,
+        total=int((answer.meta.get("counts") or {}).get("total") or 0),
+    )
+    return console.render(request, "review_edges.html", values, answer.status if answer.error else 200)
+
+
+async def edge_apply(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    proposal_id = form.get("proposal_id")
+    arguments = {"action": "apply", "proposal_id": proposal_id}
+    title = "Apply an edge proposal"
+    fields = [("proposal_id", proposal_id)]
+    return await console.two_step(
+        request, principal, session, form, "edge_review", arguments, title, fields, EDGES, _proposal_ends
+    )
+
+
+async def edge_apply_batch(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    ids = form.all("proposal_ids")
+    arguments: dict[str, Any] = {"action": "apply_batch", "proposal_ids": ids}
+    fields = [("proposal_ids", proposal_id) for proposal_id in ids]
+    title = "Apply the selected proposals"
+    return await console.two_step(request, principal, session, form, "edge_review", arguments, title, fields, EDGES)
+
+
+async def edge_rollback(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    run_id = form.get("run_id")
+    arguments = {"action": "rollback", "run_id": run_id}
+    title = "Roll back an apply run"
+    return await console.two_step(
+        request, principal, session, form, "edge_review", arguments, title, [("run_id", run_id)], EDGES
+    )
+
+
+async def edge_reject(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    answer = await console.call(principal, "edge_review", {"action": "reject", "proposal_id": form.get("proposal_id")})
+    values = console.base(principal, session, answer=answer, title="Reject an edge proposal", back=EDGES)
+    return console.render(request, "outcome.html", values, answer.status if answer.error else 200)
+
+
+# ---------------------------------------------------------------- retention_review
+
+
+async def retention_list(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    params = request.query_params
+    offset = _int(params.get("offset"))
+    arguments: dict[str, Any] = {"action": "list", "limit": RETENTION_PAGE, "offset": offset, "compact": False}
+    min_age, floor = _float(params.get("min_age_days")), _float(params.get("importance_floor"))
+    if min_age is not None:
+        arguments["min_age_days"] = min_age
+    if floor is not None:
+        arguments["importance_floor"] = floor
+    answer = await console.call(principal, "retention_review", arguments)
+    values = console.base(
+        principal,
+        session,
+        answer=answer,
+        offset=offset,
+        page=RETENTION_PAGE,
+        min_age_days=params.get("min_age_days", ""),
+        importance_floor=params.get("importance_floor", ""),
+        total=int((answer.meta.get("counts") or {}).get("total") or 0),
+    )
+    return console.render(request, "review_retention.html", values, answer.status if answer.error else 200)
+
+
+async def retention_protect(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    protected = form.get("protected") != "false"
+    arguments = {"action": "protect", "thought_id": form.get("thought_id"), "protected": protected}
+    answer = await console.call(principal, "retention_review", arguments)
+    title = "Protect a thought" if protected else "Unprotect a thought"
+    values = console.base(principal, session, answer=answer, title=title, back=RETENTION)
+    return console.render(request, "outcome.html", values, answer.status if answer.error else 200)
+
+
+async def retention_delete(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    thought_id = form.get("thought_id")
+    arguments = {"action": "delete", "thought_id": thought_id}
+    title = "Delete a retention candidate"
+    fields = [("thought_id", thought_id)]
+    return await console.two_step(
+        request, principal, session, form, "retention_review", arguments, title, fields, RETENTION, _just(thought_id)
+    )
+
+
+async def retention_compact(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    ids = form.all("source_ids")
+    content = form.get("summary_content")
+    tags = [tag.strip() for tag in form.get("summary_tags").split(",") if tag.strip()]
+    summary: dict[str, Any] = {"content": content}
+    if tags:
+        summary["tags"] = tags
+    arguments = {"action": "compact", "source_ids": ids, "summary": summary}
+    fields = [("source_ids", source_id) for source_id in ids]
+    fields += [("summary_content", content), ("summary_tags", form.get("summary_tags"))]
+    title = "Compact retention candidates into a summary"
+    return await console.two_step(
+        request, principal, session, form, "retention_review", arguments, title, fields, RETENTION
+    )
+
+
+# ---------------------------------------------------------------- thought page: archive, merge
+
+
+async def thought_archive(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    thought_id = request.path_params["thought_id"]
+    arguments = {"action": "archive", "thought_id": thought_id}
+    title = "Archive a thought"
+    back = _page(thought_id)
+    return await console.two_step(
+        request, principal, session, form, "memory_supersede", arguments, title, [], back, _just(thought_id)
+    )
+
+
+async def thought_merge(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    thought_id = request.path_params["thought_id"]
+    target_id = form.get("target_id").strip()
+    content = form.get("merged_content").strip()
+    arguments: dict[str, Any] = {"action": "merge", "source_id": thought_id, "target_id": target_id}
+    if content:
+        arguments["merged_content"] = content
+    fields = [("target_id", target_id), ("merged_content", content)]
+    title = "Merge this thought into another"
+    back = _page(thought_id)
+    return await console.two_step(
+        request,
+        principal,
+        session,
+        form,
+        "memory_supersede",
+        arguments,
+        title,
+        fields,
+        back,
+        _just(thought_id, target_id),
+    )
+
+
+def _page(thought_id: str) -> str:
+    return f"/ui/thoughts/{thought_id}"
+
+
+def _ends(proposal: dict[str, Any]) -> list[str]:
+    return [str(end) for end in (proposal.get("source_id"), proposal.get("target_id")) if end]
+
+
+def _proposal_ends(answer: Answer) -> list[str]:
+    """The two thoughts of an apply preview's proposal."""
+    proposal = (answer.item or {}).get("proposal")
+    return _ends(proposal) if isinstance(proposal, dict) else []
+
+
+def _just(*ids: str) -> Callable[[Answer], list[str]]:
+    return lambda answer: list(ids)
