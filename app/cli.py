@@ -80,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
     rotate.add_argument("token_id")
     rotate.add_argument("--expires", help=EXPIRES_HELP)
     rotate.set_defaults(handler=cmd_token_rotate)
+    user = commands.add_parser("user", help="users").add_subparsers(dest="user_command", required=True)
+    password = user.add_parser(
+        "password",
+        help="set a user's password for the OAuth sign-in page (read from stdin, or prompted without echo)",
+    )
+    password.add_argument("--user", required=True)
+    password.add_argument("--clear", action="store_true", help="remove the password: no password sign-in")
+    password.set_defaults(handler=cmd_user_password)
     return parser
 
 
@@ -284,6 +292,42 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
     except AppError as error:
         raise SystemExit(error.message) from None
     print(f"token {args.token_id} revoked", file=sys.stderr)
+
+
+def _read_password() -> str:
+    """The new password: prompted twice without echo on a terminal, else the first line of stdin."""
+    from app.services.auth import password_problem
+
+    if sys.stdin.isatty():
+        import getpass
+
+        password = getpass.getpass("New password: ")
+        if (problem := password_problem(password)) is None and getpass.getpass("Again: ") != password:
+            problem = "password: the two entries differ"
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+        problem = password_problem(password)
+    if problem is not None:
+        raise SystemExit(problem)
+    return password
+
+
+def cmd_user_password(args: argparse.Namespace, settings: Settings) -> None:
+    from app.errors import AppError
+    from app.services.auth import AuthService
+
+    password = None if args.clear else _read_password()  # checked before the database is opened
+
+    async def work(context: AppContext) -> None:
+        async with context.db.unit_of_work() as session:
+            await AuthService(session).set_password(args.user, password)
+
+    try:
+        _with_database(settings, work)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+    done = "cleared: password sign-in is off" if password is None else "set"
+    print(f"password of user '{args.user.strip()}' {done}", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> None:

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp
 
 from app.db.models import Role
 from app.services.auth import AuthService
-from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider
+from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider, TooManyAttempts
 
 # Served without the bearer check (they are how a client gets a token) and without the Host/Origin check
 # (browser-based clients call the JSON endpoints cross-origin, as the SDK's CORS headers allow).
@@ -224,7 +224,8 @@ PAGE_HEADERS = {
 }
 STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem;color:#222}"
-    "input[type=password]{width:100%;padding:.5rem;margin:.5rem 0}button{padding:.5rem 1rem;margin-right:.5rem}"
+    "input[type=password],input[type=text]{width:100%;padding:.5rem;margin:.5rem 0}"
+    "button{padding:.5rem 1rem;margin-right:.5rem}fieldset{margin:1rem 0;border:1px solid #ccc}"
     ".error{color:#a00}code{background:#eee;padding:0 .2rem}"
 )
 
@@ -250,8 +251,14 @@ def _hidden(**fields: str) -> str:
     )
 
 
+# One text for an unknown user, a user without a password and a wrong password: the page tells none apart.
+PASSWORD_REFUSED = "user name or password not valid"
+TOKEN_REFUSED = "api_token: not a valid SynaptoMind API token (unknown, revoked or expired)"
+
+
 class SignInPages:
-    """Sign in with an API token, then consent; every state lives in the authorization's row."""
+    """Sign in with a user name and password or with an API token, then consent; every state lives in the
+    authorization's row."""
 
     def __init__(self, provider: OAuthProvider, config: OAuthConfig) -> None:
         self.provider = provider
@@ -265,16 +272,26 @@ class SignInPages:
         body = "<p>The form's CSRF token does not match this browser's: reload the sign-in page and retry.</p>"
         return _page("Form refused", body, status=403)
 
-    def _signin_form(self, handle: str, client_name: str, csrf: str, error: str | None = None) -> HTMLResponse:
+    def _signin_form(
+        self, handle: str, client_name: str, csrf: str, error: str | None = None, status: int = 401, user: str = ""
+    ) -> HTMLResponse:
         problem = f'<p class="error">{html.escape(error)}</p>' if error else ""
+        hidden = _hidden(request=handle, csrf=csrf)
         body = (
             f"<p><strong>{html.escape(client_name)}</strong> asks to use your SynaptoMind memory.</p>{problem}"
-            f'<form method="post" action="{SIGNIN_PATH}">{_hidden(request=handle, csrf=csrf)}'
+            f'<form method="post" action="{SIGNIN_PATH}"><fieldset><legend>User name and password</legend>{hidden}'
+            '<label for="user">User name</label>'
+            f'<input type="text" id="user" name="user" value="{html.escape(user)}" autocomplete="username" required>'
+            '<label for="password">Password (set by your administrator)</label>'
+            '<input type="password" id="password" name="password" autocomplete="current-password" required>'
+            '<button type="submit">Sign in</button></fieldset></form>'
+            f'<form method="post" action="{SIGNIN_PATH}"><fieldset><legend>Or an API token</legend>{hidden}'
             '<label for="api_token">Your SynaptoMind API token (<code>smt_…</code>)</label>'
             '<input type="password" id="api_token" name="api_token" autocomplete="off" required>'
-            '<button type="submit">Sign in</button></form>'
+            '<button type="submit">Sign in</button></fieldset></form>'
         )
-        return _page("Sign in to SynaptoMind", body, status=401 if error else 200, csrf=csrf, secure=self.secure)
+        code = status if error else 200
+        return _page("Sign in to SynaptoMind", body, status=code, csrf=csrf, secure=self.secure)
 
     async def signin_page(self, request: Request) -> Response:
         handle = request.query_params.get("request", "")
@@ -298,13 +315,27 @@ class SignInPages:
         if fields is None:
             return self._csrf_refused()
         handle, csrf = fields.get("request", ""), fields["csrf"]
-        signed_in = await self.provider.sign_in(handle, fields.get("api_token", ""))
+        by_password = "password" in fields or "user" in fields
+        user_name = fields.get("user", "")[:200]
+        try:
+            if by_password:
+                signed_in = await self.provider.sign_in_password(handle, user_name, fields.get("password", ""))
+            else:
+                signed_in = await self.provider.sign_in(handle, fields.get("api_token", ""))
+        except TooManyAttempts as refusal:
+            pending = await self.provider.pending(handle)
+            if pending is None:
+                return self._expired()
+            message = f"Too many sign-in attempts for this user name: retry in {refusal.retry_after:.0f} s."
+            response = self._signin_form(handle, pending.client_name, csrf, message, status=429, user=user_name)
+            response.headers["Retry-After"] = str(max(1, round(refusal.retry_after)))
+            return response
         if signed_in is None:
             pending = await self.provider.pending(handle)
             if pending is None:
                 return self._expired()
-            message = "api_token: not a valid SynaptoMind API token (unknown, revoked or expired)"
-            return self._signin_form(handle, pending.client_name, csrf, message)
+            message = PASSWORD_REFUSED if by_password else TOKEN_REFUSED
+            return self._signin_form(handle, pending.client_name, csrf, message, user=user_name)
         user, row = signed_in.principal, signed_in.pending.row
         target = urlsplit(row.redirect_uri)
         body = (

@@ -12,6 +12,8 @@ theft (OAuth 2.1 §4.3.1, RFC 9700 §4.14) and revokes the whole family; revocat
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import secrets
 import time
@@ -36,7 +38,8 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.oauth import AuthorizationRow, OAuthRepository, TokenRow
-from app.services.auth import AuthService, hash_token
+from app.services.auth import MAX_PASSWORD_LENGTH, AuthService, decoy_password_hash, hash_token, verify_password
+from app.services.ratelimit import RateLimiter
 
 if TYPE_CHECKING:
     from app.config import OAuthSettings
@@ -55,6 +58,12 @@ SIGNIN_PATH = "/oauth/signin"
 CONSENT_PATH = "/oauth/consent"
 ROLE_RANK = {Role.reader: 0, Role.writer: 1, Role.admin: 2}
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+# Password sign-in: attempts per user name and minute on this replica (a bucket: a burst of this many, then one
+# every 60/N s), a pause after each failure, and at most this many scrypt hashes at once (128 MiB each).
+PASSWORD_ATTEMPTS_PER_MINUTE = 10
+PASSWORD_FAILURE_DELAY_SECONDS = 0.5
+CONCURRENT_PASSWORD_HASHES = 2
+UNKNOWN_NAMES_TRACKED = 10_000
 
 
 def _secret(prefix: str) -> str:
@@ -132,8 +141,25 @@ class SignedIn:
     pending: PendingRequest
 
 
+class TooManyAttempts(Exception):
+    """Password sign-in refused before checking: too many attempts for this user name; retry after `retry_after` s."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"too many sign-in attempts: retry in {retry_after:.0f} s")
+        self.retry_after = retry_after
+
+
+def _password_matches(password: str, stored: str | None) -> bool:
+    return verify_password(password, stored or decoy_password_hash())
+
+
 def _timestamp(moment: datetime) -> int:
     return int(moment.timestamp())
+
+
+def _storable(*values: str | None) -> bool:
+    """Whether PostgreSQL can hold these strings: text never holds NUL (the driver would fail the request)."""
+    return not any(value and "\x00" in value for value in values)
 
 
 def _redirect_uri_refusal(uri: str) -> str | None:
@@ -152,14 +178,22 @@ def _redirect_uri_refusal(uri: str) -> str | None:
 class OAuthProvider:
     """`OAuthAuthorizationServerProvider[StoredCode, StoredRefreshToken, StoredAccessToken]` over PostgreSQL."""
 
-    def __init__(self, db: Database, config: OAuthConfig) -> None:
+    def __init__(
+        self, db: Database, config: OAuthConfig, password_failure_delay: float = PASSWORD_FAILURE_DELAY_SECONDS
+    ) -> None:
         self.db = db
         self.config = config
+        self.password_failure_delay = password_failure_delay
+        # Keyed by user id for known users and by the name typed for unknown ones, so both are throttled alike
+        # (the answer does not tell them apart); the unknown names' map is bounded.
+        self._password_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
+        self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
+        self._hashing = asyncio.Semaphore(CONCURRENT_PASSWORD_HASHES)
 
     # Clients (RFC 7591)
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        if not client_id or len(client_id) > 64:
+        if not client_id or len(client_id) > 64 or not _storable(client_id):
             return None
         async with self.db.autocommit() as session:
             row = await OAuthRepository(session).client(client_id)
@@ -169,6 +203,12 @@ class OAuthProvider:
         return OAuthClientInformationFull.model_validate({**row.metadata, "client_id": row.id, "client_secret": None})
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        if not client_info.redirect_uris:
+            # The SDK's model lets `"redirect_uris": null` through; such a client could never be authorized
+            # (authorization_code is its only grant), so it would only be a row (found by tests/fuzz).
+            raise RegistrationError(
+                "invalid_redirect_uri", "redirect_uris: at least one is required (the authorization code flow)"
+            )
         for uri in client_info.redirect_uris or []:
             refusal = _redirect_uri_refusal(str(uri))
             if refusal is not None:
@@ -177,6 +217,8 @@ class OAuthProvider:
             raise RegistrationError("invalid_client_metadata", "client_id: missing")
         secret = client_info.client_secret
         metadata = client_info.model_dump(mode="json", exclude={"client_id", "client_secret"}, exclude_none=True)
+        if "\\u0000" in json.dumps(metadata):  # jsonb refuses NUL, escaped or not
+            raise RegistrationError("invalid_client_metadata", "client metadata: no field may contain NUL (\\u0000)")
         async with self.db.unit_of_work() as session:
             await OAuthRepository(session).insert_client(
                 client_info.client_id, hash_token(secret) if secret else None, metadata
@@ -197,6 +239,8 @@ class OAuthProvider:
             # RFC 8707 §2: this server issues tokens for its own MCP endpoint only.
             raise AuthorizeError("invalid_target", f"resource: {params.resource!r} is not {self.config.resource!r}")
         assert client.client_id is not None
+        if not _storable(params.state, str(params.redirect_uri), *(params.scopes or [])):
+            raise AuthorizeError("invalid_request", "state, redirect_uri and scope must not contain NUL")
         handle = _secret("")
         async with self.db.unit_of_work() as session:
             await OAuthRepository(session).insert_authorization(
@@ -232,6 +276,39 @@ class OAuthProvider:
             principal = await AuthService(session).verify(api_token.strip())
         if principal is None or principal.user_id is None:
             return None
+        return await self._bind(handle, principal, pending)
+
+    async def sign_in_password(self, handle: str, user_name: str, password: str) -> SignedIn | None:
+        """Authenticate the user with their admin-set password; None when the request is not valid, the user is
+        unknown, has no password or gave another one (alike, and as slow); TooManyAttempts past the rate."""
+        pending = await self.pending(handle)
+        if pending is None:
+            return None
+        name = user_name.strip()
+        async with self.db.autocommit() as session:
+            found = await AuthService(session).password_of(name)
+        if found is None:
+            if len(self._unknown_name_attempts._buckets) >= UNKNOWN_NAMES_TRACKED:
+                self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
+            wait = self._unknown_name_attempts.retry_after(name.casefold())
+        else:
+            wait = self._password_attempts.retry_after(found[0].user_id)
+        if wait is not None:
+            raise TooManyAttempts(wait)
+        stored = found[1] if found is not None else None
+        async with self._hashing:
+            # Unknown user or no password: the decoy hash is checked all the same (same time, same answer).
+            matched = len(password) <= MAX_PASSWORD_LENGTH and await asyncio.to_thread(
+                _password_matches, password, stored
+            )
+        if not matched or found is None or stored is None:
+            logger.info("password sign-in refused for user name %r", name[:200])
+            await asyncio.sleep(self.password_failure_delay)
+            return None
+        return await self._bind(handle, found[0], pending)
+
+    async def _bind(self, handle: str, principal: Principal, pending: PendingRequest) -> SignedIn | None:
+        assert principal.user_id is not None
         consent_secret = _secret("")
         async with self.db.unit_of_work() as session:
             bound = await OAuthRepository(session).sign_in(

@@ -126,6 +126,7 @@ class Browser:
     served: Served
     consent_pages: list[str] = field(default_factory=list)
     result: AuthorizationCodeResult | None = None
+    password: tuple[str, str] | None = None  # (user name, password): sign in with them instead of the API token
 
     async def open(self, authorization_url: str) -> None:
         async with httpx2.AsyncClient(timeout=30) as browser:
@@ -139,11 +140,18 @@ class Browser:
             async with httpx2.AsyncClient(timeout=30) as attacker:
                 forged = await attacker.post(f"{self.served.base_url}/oauth/signin", data={**fields, "api_token": "x"})
             assert forged.status_code == 403
-            wrong = await browser.post(f"{self.served.base_url}/oauth/signin", data={**fields, "api_token": "smt_no"})
-            assert wrong.status_code == 401 and "api_token: not a valid" in wrong.text
-            consent = await browser.post(
-                f"{self.served.base_url}/oauth/signin", data={**fields, "api_token": self.served.user_token}
-            )
+            signin_url = f"{self.served.base_url}/oauth/signin"
+            if self.password is None:
+                wrong = await browser.post(signin_url, data={**fields, "api_token": "smt_no"})
+                assert wrong.status_code == 401 and "api_token: not a valid" in wrong.text
+                credentials = {"api_token": self.served.user_token}
+            else:
+                user, password = self.password
+                for refused in ({"user": user, "password": password + "!"}, {"user": "nobody", "password": password}):
+                    wrong = await browser.post(signin_url, data={**fields, **refused})
+                    assert wrong.status_code == 401 and "user name or password not valid" in wrong.text
+                credentials = {"user": user, "password": password}
+            consent = await browser.post(signin_url, data={**fields, **credentials})
             assert consent.status_code == 200, consent.text
             self.consent_pages.append(consent.text)
             decision = {**fields, "consent": _field(consent.text, "consent"), "decision": "approve"}
@@ -255,6 +263,21 @@ async def test_the_sdk_client_signs_in_refreshes_and_is_revoked(served: Served) 
     # Static API tokens keep working beside OAuth.
     async with mcp_session(served.mcp_url, served.user_token) as session:
         assert (await session.list_tools()).tools
+
+
+async def test_the_sdk_client_signs_in_with_a_password(served: Served) -> None:
+    async with served.database.unit_of_work() as session:
+        await AuthService(session).set_password("ada", "correct horse battery staple")
+    browser, storage = Browser(served, password=("ada", "correct horse battery staple")), MemoryStorage()
+    async with oauth_session(served, oauth_client(served, browser, storage)) as session:
+        listing = await session.list_tools()
+    assert "memory_recall" in [tool.name for tool in listing.tools]
+    assert len(browser.consent_pages) == 1 and "Signed in as <strong>ada</strong>" in browser.consent_pages[0]
+    assert storage.tokens is not None and storage.tokens.access_token.startswith("sma_")
+    assert (await post_mcp(served, storage.tokens.access_token)).status_code == 200
+    # The two refused attempts issued nothing: one grant, one pair.
+    assert await served.count("SELECT count(*) FROM oauth_token") == 2
+    assert await served.count("SELECT count(*) FROM oauth_authorization WHERE user_id IS NOT NULL") == 1
 
 
 async def test_a_token_for_another_resource_is_refused(served: Served) -> None:

@@ -88,6 +88,20 @@ class UserRepository:
     async def set_role(self, user_id: uuid.UUID, role: Role) -> None:
         await self.session.execute(update(AppUser).where(AppUser.id == user_id).values(role=role))
 
+    async def password_hash(self, name: str) -> tuple[Principal, str | None] | None:
+        """The user and their password hash (None: no password set); None when there is no such user."""
+        row = (
+            await self.session.execute(
+                select(AppUser.id, AppUser.name, AppUser.role, AppUser.password_hash).where(AppUser.name == name)
+            )
+        ).first()
+        if row is None:
+            return None
+        return Principal(user_id=row.id, name=row.name, role=row.role), row.password_hash
+
+    async def set_password_hash(self, user_id: uuid.UUID, password_hash: str | None) -> None:
+        await self.session.execute(update(AppUser).where(AppUser.id == user_id).values(password_hash=password_hash))
+
     async def insert_token(
         self, user_id: uuid.UUID, token_hash: bytes, label: str | None, expires_at: datetime | None = None
     ) -> uuid.UUID:
