@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any
 
@@ -11,7 +10,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import EdgeRecord
 from app.db.repositories.audit import AuditRepository
-from app.db.repositories.projects import ProjectRepository
 from app.errors import AppError, bad_request, not_found
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
@@ -29,20 +27,10 @@ from app.mcp.tools.store.args import (
     UnlinkBatchArgs,
     UpdateArgs,
 )
+from app.services import thought_writes
 from app.services.context import Limits
 from app.services.edges import EdgeService, edge_not_found
-from app.services.scope import normalize_path, resolve_write_project, scope_of
-from app.services.store import (
-    EMBED_INSERT_CHUNK,
-    NewThought,
-    StoreService,
-    check_content,
-    check_status,
-    normalize_tags,
-    parse_parent,
-)
-
-logger = logging.getLogger(__name__)
+from app.services.store import NewThought, check_content, check_status, normalize_tags, parse_parent
 
 EdgeState = tuple[uuid.UUID, EdgeRecord | None]
 EdgesState = tuple[list[uuid.UUID], dict[uuid.UUID, EdgeRecord | None]]
@@ -61,29 +49,10 @@ def to_new_thought(row: ThoughtInput, limits: Limits, prefix: str = "") -> NewTh
     )
 
 
-def soft_limit_warnings(contents: list[str], limits: Limits) -> list[str]:
-    long = [len(content) for content in contents if len(content) > limits.content_soft]
-    if not long:
-        return []
-    logger.info("%d thought(s) over the %d-character soft limit", len(long), limits.content_soft)
-    return [
-        f"{len(long)} thought(s) over the {limits.content_soft}-character soft limit (longest {max(long)}); "
-        "short thoughts recall better"
-    ]
-
-
 async def create_thought(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
-    row = to_new_thought(args, ctx.app.limits)
-    vectors = await ctx.app.embedding.embed_passages([row.content])
-    model_id = ctx.app.embedding.profile.model_id if vectors and ctx.app.embedding.profile else None
-    async with ctx.app.db.unit_of_work() as session:
-        project, scope = await resolve_write_project(ProjectRepository(session), args.cwd)
-        [outcome] = await StoreService(session, ctx.principal).create_many(project, [row], vectors, model_id)
-        if outcome.error is not None:
-            raise outcome.error
-    assert outcome.thought is not None
-    meta = Meta("create", scope=scope, warnings=soft_limit_warnings([row.content], ctx.app.limits))
-    return ToolAnswer(single(meta, ThoughtShaper(compact=False)(outcome.thought)))
+    written = await thought_writes.create(ctx.app, ctx.principal, to_new_thought(args, ctx.app.limits), args.cwd)
+    meta = Meta("create", scope=written.scope, warnings=written.warnings)
+    return ToolAnswer(single(meta, ThoughtShaper(compact=False)(written.thought)))
 
 
 async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
@@ -99,24 +68,9 @@ async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
             "memory_store action=update needs at least one field to change: content, tags (with tags_mode), "
             "status, cwd, is_protected, is_global or surface_after"
         )
-    if "status" in changes:
-        check_status(changes["status"])
-    vector, model_id = None, None
-    if "content" in changes:
-        check_content(changes["content"], ctx.app.limits.content_hard)
-        vectors = await ctx.app.embedding.embed_passages([changes["content"]])
-        if vectors and ctx.app.embedding.profile:
-            vector, model_id = vectors[0], ctx.app.embedding.profile.model_id
-    scope: dict[str, Any] | None = None
-    async with ctx.app.db.unit_of_work() as session:
-        thought = await StoreService(session, ctx.principal).update(thought_id, changes, vector, model_id)
-        path = normalize_path(changes.get("cwd") or "")
-        target = await ProjectRepository(session).find_for_path(path) if path else None
-        if target is not None:  # a registered cwd: the thought now lives there, say so like create does
-            scope = scope_of(target)
-    warnings = soft_limit_warnings([changes["content"]], ctx.app.limits) if "content" in changes else []
-    meta = Meta("update", scope=scope, warnings=warnings)
-    return ToolAnswer(single(meta, ThoughtShaper(compact=False)(thought)))
+    written = await thought_writes.update(ctx.app, ctx.principal, thought_id, changes)
+    meta = Meta("update", scope=written.scope, warnings=written.warnings)
+    return ToolAnswer(single(meta, ThoughtShaper(compact=False)(written.thought)))
 
 
 def _bulk_row(raw: dict[str, Any], index: int, limits: Limits) -> NewThought | AppError:
@@ -133,34 +87,19 @@ def _bulk_row(raw: dict[str, Any], index: int, limits: Limits) -> NewThought | A
 
 async def bulk_create(args: BulkCreateArgs, ctx: CallContext) -> ToolAnswer:
     rows = [_bulk_row(raw, index, ctx.app.limits) for index, raw in enumerate(args.thoughts)]
-    valid = [(index, row) for index, row in enumerate(rows) if isinstance(row, NewThought)]
-    vectors: list[list[float] | None] | None = None
-    model_id = None
-    # A small batch embeds before its transaction; a large one embeds inside it, overlapped with the inserts.
-    pipelined = len(valid) > EMBED_INSERT_CHUNK
-    embedded = None if pipelined or not valid else await ctx.app.embedding.embed_passages([r.content for _, r in valid])
-    if embedded is not None and ctx.app.embedding.profile is not None:
-        vectors = [None] * len(rows)
-        for (index, _), vector in zip(valid, embedded, strict=True):
-            vectors[index] = vector
-        model_id = ctx.app.embedding.profile.model_id
-    async with ctx.app.db.unit_of_work() as session:
-        project, scope = await resolve_write_project(ProjectRepository(session), args.cwd)
-        store = StoreService(session, ctx.principal)
-        outcomes = await store.create_many(project, rows, vectors, model_id, ctx.app.embedding if pipelined else None)
+    written = await thought_writes.bulk_create(ctx.app, ctx.principal, rows, args.cwd)
     shape = ThoughtShaper(compact=True)
     items = [
         {"index": o.index, "status": "created", "thought": shape(o.thought)}
         if o.thought is not None
         else {"index": o.index, "status": "failed", "error": o.error.message if o.error else "failed"}
-        for o in outcomes
+        for o in written.outcomes
     ]
     failed = sum(1 for item in items if item["status"] == "failed")
-    warnings = soft_limit_warnings([row.content for _, row in valid], ctx.app.limits)
     meta = Meta(
         "bulk_create",
-        scope=scope,
-        warnings=warnings,
+        scope=written.scope,
+        warnings=written.warnings,
         counts={"created": len(items) - failed, "failed": failed},
     )
     return ToolAnswer(collection(meta, items))
