@@ -69,7 +69,7 @@ from app.services.auth import AuthService
 from app.services.context import AppContext, Limits
 from app.services.jobs import refresh_thought_estimates
 from app.services.project_index_job import reconcile_project_indexes
-from app.services.recall_search import search_service
+from app.services.recall_reads import search_service
 from app.services.scope import resolve_read_scope
 from app.services.search import SearchQuery, pool_size
 from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready

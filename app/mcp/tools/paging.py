@@ -1,46 +1,22 @@
-"""The paged thought inventory behind memory_recall list and memory_reflect timeline."""
+"""The paged thought inventory behind memory_recall list and memory_reflect timeline: shaping only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, status_filter
-from app.db.repositories.url_links import UrlLinkRepository
 from app.mcp.envelope import Meta, collection
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
-from app.services.scope import resolve_read_scope
+from app.services import recall_reads
+from app.services.recall_reads import PageRequest
 
 
-@dataclass(frozen=True)
-class PageRequest:
-    action: str
-    cwd: str | None
-    status: str
-    limit: int
-    offset: int
-    compact: bool
-    fields: list[str] | None
-    include_url_links: bool
-    tag: str | None = None
-    is_cluster: bool | None = None
-
-
-async def thought_page(ctx: CallContext, request: PageRequest) -> ToolAnswer:
+async def thought_page(
+    ctx: CallContext, action: str, request: PageRequest, compact: bool, fields: Sequence[str] | None
+) -> ToolAnswer:
     """Newest first; counts carry the page that ran (limit, offset) and the un-paged total."""
-    async with ctx.app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
-        where = ThoughtFilter(
-            project_id=scope.project.id if scope.project else None,
-            statuses=status_filter(request.status),
-            tag=request.tag,
-            is_cluster=request.is_cluster,
-        )
-        rows, total = await ThoughtRepository(session).page_with_total(where, request.limit, request.offset)
-        wanted = request.include_url_links
-        links = await UrlLinkRepository(session).for_thoughts(row.id for row in rows) if wanted else None
-    shape = ThoughtShaper(compact=request.compact, fields=request.fields, url_links=links)
+    found = await recall_reads.page(ctx.app, request)
+    shape = ThoughtShaper(compact=compact, fields=fields, url_links=found.links)
     counts = {"limit": request.limit, "offset": request.offset}
-    meta = Meta(request.action, scope=scope.scope, warnings=scope.warnings, counts=counts)
-    return ToolAnswer(collection(meta, [shape(row) for row in rows], total=total))
+    meta = Meta(action, scope=found.scope.scope, warnings=found.scope.warnings, counts=counts)
+    return ToolAnswer(collection(meta, [shape(row) for row in found.rows], total=found.total))

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.db.repositories.url_links import UrlLinkRepository
-from app.errors import bad_request, not_found
+from app.errors import bad_request
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
-from app.mcp.tools.paging import PageRequest, thought_page
+from app.mcp.tools.paging import thought_page
 from app.mcp.tools.recall.args import ChainArgs, ClustersArgs, ContextArgs, GetArgs, ListArgs, ReadArgs, SearchArgs
-from app.services import recall_search
-from app.services.graph import ChainStep, GraphService
-from app.services.hits import HitService
-from app.services.recall import Neighbour, RecallService
-from app.services.recall_search import ContextRequest, SearchRequest
+from app.services import recall_reads
+from app.services.graph import ChainStep
+from app.services.recall import Neighbour
+from app.services.recall_reads import ContextRequest, PageRequest, SearchRequest
 from app.services.scope import ReadScope
 from app.services.search import Hit, SearchOutcome
-
-CHAIN_CAP = 200
 
 
 def _shaper(args: ReadArgs, links: dict[Any, Any] | None) -> ThoughtShaper:
@@ -68,7 +64,7 @@ def _meta(action: str, scope: ReadScope, outcome: SearchOutcome) -> Meta:
 
 
 async def _run_search(args: SearchArgs | ClustersArgs, ctx: CallContext, request: SearchRequest) -> ToolAnswer:
-    found = await recall_search.search(ctx.app, request)
+    found = await recall_reads.search(ctx.app, request)
     outcome = found.outcome
     shape, full = _shaper(args, found.links), args.compact is False
     items = [search_item(hit, shape, full) for hit in outcome.hits]
@@ -165,7 +161,7 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
         min_relevance=args.min_relevance,
         include_url_links=args.include_url_links,
     )
-    found = await recall_search.context(ctx.app, request)
+    found = await recall_reads.context(ctx.app, request)
     scope = found.scope
     meta = Meta(
         "context",
@@ -187,49 +183,29 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
 async def chain(args: ChainArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
     depth = args.max_degree or ctx.app.limits.graph_max_degree
-    async with ctx.app.db.unit_of_work() as session:
-        graph = GraphService(session)
-        thought = await graph.thoughts.get(thought_id)
-        if thought is None:
-            raise not_found(f"Thought {thought_id} not found")
-        upstream, downstream = await graph.chain(thought_id, depth, CHAIN_CAP)
-        ids = [thought_id, *(s.neighbour.thought.id for s in [*upstream, *downstream])]
-        links = await UrlLinkRepository(session).for_thoughts(ids) if args.include_url_links else None
-    shape = _shaper(args, links)
+    found = await recall_reads.chain(ctx.app, thought_id, depth, args.include_url_links)
+    shape = _shaper(args, found.links)
     item = {
-        "thought": shape(thought),
-        "upstream": _chain_steps(upstream, shape),
-        "downstream": _chain_steps(downstream, shape),
+        "thought": shape(found.thought),
+        "upstream": _chain_steps(found.upstream, shape),
+        "downstream": _chain_steps(found.downstream, shape),
     }
     return ToolAnswer(single(Meta("chain"), item))
 
 
 async def get_thought(args: GetArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
-    async with ctx.app.db.unit_of_work() as session:
-        hits = HitService(session, ctx.app.limits.primer_threshold)
-        found = await RecallService(session, hits).get(thought_id, args.include_edges, ctx.app.limits.graph_max_degree)
-        ids = [found.thought.id, *(n.thought.id for n in [*found.upstream, *found.downstream])]
-        links = await UrlLinkRepository(session).for_thoughts(ids) if args.include_url_links else None
-    shape = _shaper(args, links)
-    item = shape(found.thought)
+    read = await recall_reads.get(ctx.app, thought_id, args.include_edges, args.include_url_links)
+    shape = _shaper(args, read.links)
+    item = shape(read.found.thought)
     if args.include_edges:
-        item["upstream"] = _steps(found.upstream, shape)
-        item["downstream"] = _steps(found.downstream, shape)
+        item["upstream"] = _steps(read.found.upstream, shape)
+        item["downstream"] = _steps(read.found.downstream, shape)
     return ToolAnswer(single(Meta("get"), item))
 
 
 async def list_thoughts(args: ListArgs, ctx: CallContext) -> ToolAnswer:
     request = PageRequest(
-        "list",
-        args.cwd,
-        args.status,
-        args.limit,
-        args.offset,
-        args.compact is not False,
-        args.fields,
-        args.include_url_links,
-        args.tag,
-        args.is_cluster,
+        args.cwd, args.status, args.limit, args.offset, args.include_url_links, args.tag, args.is_cluster
     )
-    return await thought_page(ctx, request)
+    return await thought_page(ctx, "list", request, args.compact is not False, args.fields)

@@ -6,8 +6,9 @@ from app.db.repositories.projects import ProjectRepository
 from app.errors import bad_request
 from app.mcp.envelope import Meta, single
 from app.mcp.registry import CallContext, ToolAnswer
-from app.mcp.tools.paging import PageRequest, thought_page
+from app.mcp.tools.paging import thought_page
 from app.mcp.tools.reflect.args import ReflectArgs, TimelineArgs
+from app.services.recall_reads import PageRequest
 from app.services.reflection import ReflectInput, ReflectionService
 from app.services.scope import normalize_path
 from app.services.store import check_content
@@ -52,14 +53,5 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def timeline(args: TimelineArgs, ctx: CallContext) -> ToolAnswer:
-    request = PageRequest(
-        "timeline",
-        args.cwd,
-        args.status,
-        args.limit,
-        args.offset,
-        bool(args.compact),
-        args.fields,
-        args.include_url_links,
-    )
-    return await thought_page(ctx, request)
+    request = PageRequest(args.cwd, args.status, args.limit, args.offset, args.include_url_links)
+    return await thought_page(ctx, "timeline", request, bool(args.compact), args.fields)

@@ -1,8 +1,10 @@
-"""memory_recall's ranked reads as units of work: search and clusters (`search`), context (`context`).
+"""The thought reads of memory_recall (and memory_reflect timeline) as units of work: search and
+clusters (`search`), `context`, `get`, `chain` and the paged inventory (`page`).
 
 A request names what to read; the service owns the rest — the query embedding started beside the
 transaction, the read scope, the thought filter and how the vector leg reads it, the relevance
-calibration of the active model, and the links or clusters the answer attaches. The adapter shapes.
+calibration of the active model, the hits it counts, and the links or clusters the answer attaches.
+The adapter shapes.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, Vecto
 from app.db.repositories.url_links import UrlLinkRepository
 from app.errors import not_found
 from app.services.context import AppContext
-from app.services.graph import GraphService
+from app.services.graph import ChainStep, GraphService
 from app.services.hits import HitService
 from app.services.id_lookup import parse_id_query
-from app.services.recall import Neighbour
+from app.services.recall import Neighbour, RecallService, ThoughtWithEdges
 from app.services.relevance import Calibration
 from app.services.scope import ReadScope, resolve_read_scope
 from app.services.search import QueryVector, SearchOutcome, SearchQuery, SearchService
@@ -190,3 +192,82 @@ async def context(app: AppContext, request: ContextRequest) -> ContextResult:
     finally:
         vector.cancel()
     return ContextResult(thought, upstream, downstream, scope, degraded, links)
+
+
+# ---------------------------------------------------------------- get, chain
+
+
+@dataclass(frozen=True)
+class GetResult:
+    found: ThoughtWithEdges
+    links: Links | None
+
+
+async def get(app: AppContext, thought_id: uuid.UUID, include_edges: bool, include_url_links: bool) -> GetResult:
+    async with app.db.unit_of_work() as session:
+        hits = HitService(session, app.limits.primer_threshold)
+        found = await RecallService(session, hits).get(thought_id, include_edges, app.limits.graph_max_degree)
+        ids = [found.thought.id, *(n.thought.id for n in [*found.upstream, *found.downstream])]
+        links = await _links(session, include_url_links, ids)
+    return GetResult(found, links)
+
+
+CHAIN_CAP = 200
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    thought: ThoughtRecord
+    upstream: list[ChainStep]
+    downstream: list[ChainStep]
+    links: Links | None
+
+
+async def chain(app: AppContext, thought_id: uuid.UUID, max_depth: int, include_url_links: bool) -> ChainResult:
+    """The parent/develops chain both ways, `max_depth` steps at most, CHAIN_CAP thoughts at most."""
+    async with app.db.unit_of_work() as session:
+        graph = GraphService(session)
+        thought = await graph.thoughts.get(thought_id)
+        if thought is None:
+            raise not_found(f"Thought {thought_id} not found")
+        upstream, downstream = await graph.chain(thought_id, max_depth, CHAIN_CAP)
+        ids = [thought_id, *(s.neighbour.thought.id for s in [*upstream, *downstream])]
+        links = await _links(session, include_url_links, ids)
+    return ChainResult(thought, upstream, downstream, links)
+
+
+# ---------------------------------------------------------------- the paged inventory
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    cwd: str | None
+    status: str
+    limit: int
+    offset: int
+    include_url_links: bool = False
+    tag: str | None = None
+    is_cluster: bool | None = None
+
+
+@dataclass(frozen=True)
+class PageResult:
+    scope: ReadScope
+    rows: list[ThoughtRecord]
+    total: int  # every row the filters match, ignoring the page
+    links: Links | None
+
+
+async def page(app: AppContext, request: PageRequest) -> PageResult:
+    """Newest first."""
+    async with app.db.unit_of_work() as session:
+        scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
+        where = ThoughtFilter(
+            project_id=scope.project.id if scope.project else None,
+            statuses=status_filter(request.status),
+            tag=request.tag,
+            is_cluster=request.is_cluster,
+        )
+        rows, total = await ThoughtRepository(session).page_with_total(where, request.limit, request.offset)
+        links = await _links(session, request.include_url_links, [row.id for row in rows])
+    return PageResult(scope, list(rows), total, links)
