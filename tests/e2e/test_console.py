@@ -62,6 +62,12 @@ async def test_sign_in_search_thought_page_and_sign_out(
             "memory_store", {"action": "create", "content": "The billing service retries webhooks for 72 hours"}
         )
         thought_id = stored.item["id"]
+        neighbour = await writer.ok(
+            "memory_store", {"action": "create", "content": "Webhook retries back off exponentially up to an hour"}
+        )
+        neighbour_id = neighbour.item["id"]
+        link = {"action": "link", "source_id": thought_id, "target_id": neighbour_id, "edge_type": "related"}
+        await writer.ok("memory_store", link)
 
         page = await browser.new_page()
         errors: list[str] = []
@@ -93,6 +99,25 @@ async def test_sign_in_search_thought_page_and_sign_out(
             await page.wait_for_url(f"{base}/ui/thoughts/{thought_id}")
             assert "The billing service retries webhooks for 72 hours" in await page.locator(".content").inner_text()
             assert await page.get_by_role("heading", name="Supersession history").is_visible()
+
+            # The neighbourhood graph: Cytoscape.js draws on canvases; a click on a node walks to that thought.
+            await page.locator("#graph[data-ready=true]").wait_for()
+            assert await page.locator("#graph canvas").count() > 0
+            assert await page.evaluate("window.synaptoGraph.cy.nodes().length") == 2
+            assert "related (solid blue line)" in await page.locator(".legend").inner_text()
+            point = await page.evaluate(f"window.synaptoGraph.position({neighbour_id!r})")
+            await page.mouse.click(point["x"], point["y"])
+            await page.wait_for_url(f"{base}/ui/thoughts/{neighbour_id}")
+            assert "back off exponentially" in await page.locator(".content").inner_text()
+            # The list the graph mirrors is the keyboard path: the link back, reached by Tab, opened by Enter.
+            back = page.locator(f'.graph-nodes a[data-node="{thought_id}"]')
+            await back.focus()
+            assert await page.evaluate(
+                f"window.synaptoGraph.cy.getElementById({thought_id!r}).hasClass('focused')"
+            )  # the graph marks the focused link's node
+            await page.keyboard.press("Enter")
+            await page.wait_for_url(f"{base}/ui/thoughts/{thought_id}")
+            await page.locator("#graph[data-ready=true]").wait_for()
 
             await page.get_by_role("button", name="Sign out").click()
             await page.wait_for_url(f"{base}/ui/sign-in")

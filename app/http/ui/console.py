@@ -29,6 +29,7 @@ from app.db.engine import is_unavailable
 from app.db.records import Principal
 from app.db.repositories.users import UserRepository
 from app.http.ui import operations, review
+from app.http.ui.graph import legend, neighbourhood
 from app.http.ui.session import COOKIE_PATH, SESSION_COOKIE, SIGN_IN_COOKIE, SessionCodec, SessionData, same_token
 from app.mcp.registry import ToolSpec, dispatch
 from app.mcp.tools.catalog import ALL_SPECS
@@ -339,6 +340,7 @@ class Console:
         edges_in = item.get("upstream") or []
         edges_out = item.get("downstream") or []
         supersession = [step for step in [*edges_in, *edges_out] if step["edge"]["type"] == "replaces"]
+        graph = neighbourhood(found.item, history.item) if found.item else None
         values = self.base(
             principal,
             session,
@@ -348,6 +350,8 @@ class Console:
             edges_out=edges_out,
             supersession=supersession,
             history=history,
+            graph=graph,
+            legend=legend(graph) if graph else None,
         )
         return self.render(request, "thought.html", values, found.status if found.error else 200)
 
@@ -404,6 +408,9 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/review/retention/protect", page(review.retention_protect), methods=["POST"]),
         Route("/review/retention/delete", page(review.retention_delete), methods=["POST"]),
         Route("/review/retention/compact", page(review.retention_compact), methods=["POST"]),
+        Route("/review/clusters", page(review.clusters), methods=["GET"]),
+        Route("/review/clusters/auto", page(review.auto_cluster), methods=["POST"]),
+        Route("/admin/operations", page(operations.overview), methods=["GET"]),
         Route("/admin/health", page(operations.health), methods=["GET"]),
         Route("/admin/health/fix", page(operations.health_fix), methods=["POST"]),
         Route("/admin/tokens", page(operations.tokens), methods=["GET"]),

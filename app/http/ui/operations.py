@@ -1,4 +1,9 @@
-"""The console's operations pages (admin only): health with its safe fix, and API tokens.
+"""The console's operations pages (admin only): counts per project and background job state, health with its
+safe fix, and API tokens.
+
+The overview reads through tools only: each project's thoughts by status are `memory_reflect action=timeline`
+totals (limit 1, scoped by the project's path), the background jobs' settings and the embedder's state are the
+lines of `memory_status action=config`.
 
 Health reads through `memory_status action=health`; its fix has no MCP action, so it runs the service call the
 `POST /api/health-check/fix` route runs, with the same audit event. Tokens use the `AuthService` calls of the
@@ -7,6 +12,7 @@ CLI's `synaptomind token …` commands, each in its own unit of work.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -24,10 +30,13 @@ from app.services.auth import AuthService, parse_expiry
 from app.services.health import HealthService
 
 if TYPE_CHECKING:
-    from app.http.ui.console import Console
+    from app.http.ui.console import Answer, Console
 
 logger = logging.getLogger(__name__)
 
+COUNTED_STATUSES = ("active", "draft", "archived")
+MAX_COUNTED_PROJECTS = 50  # 3 timeline calls each (rate limit: 1200 calls a minute per token by default)
+JOB_KEYS = ("jobs.", "decay.", "embedder.")
 ADMIN_ONLY = "Forbidden: the operations pages need the admin role; user '{name}' is a {role}."
 DEFAULT_LIFETIME_DAYS = 90  # auth.token_lifetime_days when the settings view does not say
 
@@ -35,6 +44,68 @@ DEFAULT_LIFETIME_DAYS = 90  # auth.token_lifetime_days when the settings view do
 def _refusal(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
     message = ADMIN_ONLY.format(name=principal.name, role=principal.role.value)
     return console.render(request, "error.html", console.base(principal, session, message=message), 403)
+
+
+async def overview(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    if principal.role is not Role.admin:
+        return _refusal(console, request, principal, session)
+    projects = await console.projects(principal)
+    counted = [project for project in projects.items if project.get("local_path")][:MAX_COUNTED_PROJECTS]
+    scopes: list[str | None] = [None, *(str(project["local_path"]) for project in counted)]
+
+    async def total(cwd: str | None, status: str) -> int | None:
+        arguments: dict[str, Any] = {"action": "timeline", "status": status, "limit": 1, "fields": ["id"]}
+        if cwd is not None:
+            arguments["cwd"] = cwd
+        answer = await console.call(principal, "memory_reflect", arguments)
+        return None if answer.error else int((answer.meta.get("counts") or {}).get("total") or 0)
+
+    config_call = console.call(principal, "memory_status", {"action": "config"})
+    found: list[int | None] = list(
+        await asyncio.gather(*(total(cwd, status) for cwd in scopes for status in COUNTED_STATUSES))
+    )
+    config = await config_call
+    width = len(COUNTED_STATUSES)
+    by_scope = [
+        dict(zip(COUNTED_STATUSES, found[i * width : (i + 1) * width], strict=True)) for i in range(len(scopes))
+    ]
+    everywhere, rows = by_scope[0], []
+    for project, counts in zip(counted, by_scope[1:], strict=True):
+        rows.append({"project": project, "counts": counts, "total": _sum(counts)})
+    rest = {status: _difference(everywhere[status], [row["counts"][status] for row in rows]) for status in everywhere}
+    unpathed = [project for project in projects.items if not project.get("local_path")]
+    values = console.base(
+        principal,
+        session,
+        projects=projects,
+        rows=rows,
+        everywhere={"counts": everywhere, "total": _sum(everywhere)},
+        rest={"counts": rest, "total": _sum(rest)},
+        unpathed=unpathed,
+        uncounted=[p for p in projects.items if p.get("local_path")][MAX_COUNTED_PROJECTS:],
+        statuses=COUNTED_STATUSES,
+        config=config,
+        jobs=_job_lines(config),
+    )
+    return console.render(request, "operations.html", values, projects.status if projects.error else 200)
+
+
+def _sum(counts: dict[str, int | None]) -> int | None:
+    values = list(counts.values())
+    return None if any(value is None for value in values) else sum(value or 0 for value in values)
+
+
+def _difference(whole: int | None, parts: list[int | None]) -> int | None:
+    if whole is None or any(part is None for part in parts):
+        return None
+    return whole - sum(part or 0 for part in parts)
+
+
+def _job_lines(config: Answer) -> list[tuple[str, str]]:
+    """The `key = value` lines of memory_status action=config about the background work."""
+    text = str((config.item or {}).get("text") or "")
+    pairs = [line.partition(" = ") for line in text.splitlines()]
+    return [(key, value) for key, sep, value in pairs if sep and key.startswith(JOB_KEYS)]
 
 
 async def health(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:

@@ -1,5 +1,5 @@
-"""The console's review pages: the edge_review queue, the retention_review list, and archive / merge from a
-thought page. Every write goes through the tool's own dispatch, each destructive one through its preview."""
+"""The console's review pages: the edge_review queue, the retention_review list, auto_cluster, and archive / merge
+from a thought page. Every write goes through the tool's own dispatch, each destructive one through its preview."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ PROPOSAL_PAGE = 25
 RETENTION_PAGE = 25
 EDGES = "/ui/review/edges"
 RETENTION = "/ui/review/retention"
+CLUSTERS = "/ui/review/clusters"
 
 
 def _int(value: str | None, default: int = 0) -> int:
@@ -258,3 +259,31 @@ def _proposal_ends(answer: Answer) -> list[str]:
 
 def _just(*ids: str) -> Callable[[Answer], list[str]]:
     return lambda answer: list(ids)
+
+
+# ---------------------------------------------------------------- auto_cluster
+
+
+async def clusters(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    """The auto_cluster form: its two optional arguments, then the tool's preview screen."""
+    values = console.base(principal, session, min_similarity="", min_members="")
+    return console.render(request, "review_clusters.html", values)
+
+
+async def auto_cluster(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    form = await console.posted(request, session)
+    if isinstance(form, Response):
+        return form
+    arguments: dict[str, Any] = {"action": "auto_cluster"}
+    distance, members = _float(form.get("min_similarity")), form.get("min_members").strip()
+    if distance is not None:
+        arguments["min_similarity"] = distance
+    if members:
+        arguments["min_members"] = _int(members)
+    fields = [("min_similarity", form.get("min_similarity")), ("min_members", members)]
+    title = "Group similar thoughts into clusters"
+    return await console.two_step(
+        request, principal, session, form, "memory_crystallize", arguments, title, fields, CLUSTERS
+    )

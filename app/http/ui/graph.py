@@ -1,0 +1,97 @@
+"""The thought page's neighbourhood graph: the nodes and edges `memory_recall get include_edges` and `chain`
+answered, as the JSON the page embeds for static/graph.js (Cytoscape.js) to draw.
+
+Colours live here and nowhere else in code: the page's text legend and the drawing both read them (the legend's
+swatches through CSS classes, since the Content-Security-Policy allows no inline styles). Edge types also differ
+by line style, so colour is never the only cue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LABEL_CHARS = 48
+# status → fill (each ≥ 3:1 against the white canvas); static/graph.css colours the legend's swatches alike
+STATUS_COLOURS = {"active": "#1a7f37", "draft": "#b45309", "archived": "#6b7280"}
+COLOUR_NAMES = {
+    "#1a7f37": "green",
+    "#b45309": "amber",
+    "#6b7280": "grey",
+    "#0b57d0": "blue",
+    "#6d28d9": "violet",
+    "#0f766e": "teal",
+    "#a50e0e": "dark red",
+    "#1d4ed8": "indigo",
+    "#9a3412": "brown",
+    "#be123c": "crimson",
+    "#4a5260": "slate",
+}
+# edge type → (colour, line style)
+EDGE_STYLES = {
+    "related": ("#0b57d0", "solid"),
+    "parent": ("#6d28d9", "solid"),
+    "develops": ("#0f766e", "solid"),
+    "replaces": ("#a50e0e", "dashed"),
+    "cluster": ("#4a5260", "dotted"),
+    "references": ("#1d4ed8", "dashed"),
+    "depends_on": ("#9a3412", "solid"),
+    "contradicts": ("#be123c", "dashed"),
+    "supports": ("#1a7f37", "dotted"),
+}
+OTHER = ("#4a5260", "solid")
+
+
+def neighbourhood(thought: dict[str, Any], chain: dict[str, Any] | None) -> dict[str, Any]:
+    """The centre, its direct neighbours (both ways) and its parent/develops lineage; every edge once, and only
+    edges whose both ends are drawn."""
+    centre = str(thought["id"])
+    nodes: dict[str, dict[str, Any]] = {centre: _node(thought, centre=True)}
+    edges: dict[str, dict[str, Any]] = {}
+    steps = [*(thought.get("upstream") or []), *(thought.get("downstream") or [])]
+    if chain:
+        steps += [*(chain.get("upstream") or []), *(chain.get("downstream") or [])]
+    for step in steps:
+        other, edge = step.get("thought") or {}, step.get("edge") or {}
+        if other.get("id") and str(other["id"]) not in nodes:
+            nodes[str(other["id"])] = _node(other, centre=False)
+        if edge.get("id"):
+            edges[str(edge["id"])] = edge
+    drawn = [
+        {
+            "id": edge_id,
+            "source": str(edge["source_id"]),
+            "target": str(edge["target_id"]),
+            "type": str(edge["type"]),
+            "colour": EDGE_STYLES.get(str(edge["type"]), OTHER)[0],
+            "line": EDGE_STYLES.get(str(edge["type"]), OTHER)[1],
+        }
+        for edge_id, edge in edges.items()
+        if str(edge.get("source_id")) in nodes and str(edge.get("target_id")) in nodes
+    ]
+    return {"centre": centre, "nodes": list(nodes.values()), "edges": drawn}
+
+
+def legend(graph: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    """The statuses and edge types the graph shows, for the text legend: (name, how it is drawn, in words)."""
+    statuses = sorted({node["status"] for node in graph["nodes"]})
+    types = sorted({edge["type"] for edge in graph["edges"]})
+    return {
+        "statuses": [(status, COLOUR_NAMES[STATUS_COLOURS.get(status, OTHER[0])]) for status in statuses],
+        "edges": [(edge_type, _drawn(EDGE_STYLES.get(edge_type, OTHER))) for edge_type in types],
+    }
+
+
+def _drawn(style: tuple[str, str]) -> str:
+    return f"{style[1]} {COLOUR_NAMES[style[0]]} line"
+
+
+def _node(thought: dict[str, Any], centre: bool) -> dict[str, Any]:
+    label = " ".join(str(thought.get("content") or "").split())
+    status = str(thought.get("status") or "active")
+    return {
+        "id": str(thought["id"]),
+        "label": label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…",
+        "status": status,
+        "colour": STATUS_COLOURS.get(status, OTHER[0]),
+        "centre": centre,
+    }
