@@ -9,8 +9,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtRepository
-from app.errors import AppError, bad_request, not_found
+from app.errors import AppError, not_found
 from app.formats import iso
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
@@ -23,9 +22,9 @@ from app.mcp.tools.edge_review.args import (
     RejectArgs,
     RollbackArgs,
 )
-from app.services.placement import plan_placement
+from app.services import placement_plans
 from app.services.proposals import Proposal, ProposalService
-from app.services.scope import normalize_path, resolve_read_scope
+from app.services.scope import resolve_read_scope
 
 
 def shape_proposal(proposal: Proposal) -> dict[str, Any]:
@@ -48,25 +47,14 @@ def shape_proposal(proposal: Proposal) -> dict[str, Any]:
 
 async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
-    async with ctx.app.db.unit_of_work() as session:
-        thought = await ThoughtRepository(session).get(thought_id)
-        if thought is None:
-            raise not_found(f"Thought {thought_id} not found")
-        if thought.status.value != "active":
-            raise bad_request(
-                f"edge_review action=enqueue needs an active thought; {thought_id} is {thought.status.value}"
-            )
-        path = normalize_path(args.cwd or "")
-        resolved = await ProjectRepository(session).find_for_path(path) if path else None
-        project_id = resolved.id if resolved else thought.project_id
-        plan = await plan_placement(session, ctx.app.embedding, thought, thought.content, project_id)
-        created, skipped = await ProposalService(session, ctx.principal).enqueue(thought, plan, args.max_proposals)
+    queued = await placement_plans.enqueue(ctx.app, ctx.principal, thought_id, args.cwd, args.max_proposals)
     item = {
         "thought_id": str(thought_id),
-        "proposal_ids": [str(p) for p in created],
-        "degraded": plan.degraded,
+        "proposal_ids": [str(p) for p in queued.created],
+        "degraded": queued.plan.degraded,
     }
-    meta = Meta("enqueue", degraded=plan.degraded, counts={"proposals": len(created), "skipped": skipped})
+    counts = {"proposals": len(queued.created), "skipped": queued.skipped}
+    meta = Meta("enqueue", degraded=queued.plan.degraded, counts=counts)
     return ToolAnswer(single(meta, item))
 
 

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.db.records import ProjectRecord
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtRepository
-from app.errors import bad_request, not_found
+from app.errors import bad_request
 from app.formats import iso
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
-from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.status.args import ConfigArgs, FrontierArgs, HealthArgs, ProposeArgs, SlotsArgs
+from app.services import placement_plans
 from app.services.frontier import FrontierService, content_short
 from app.services.health import HealthService
-from app.services.placement import Plan, plan_placement
-from app.services.scope import UNRESOLVED_SCOPE, normalize_path, resolve_read_scope, scope_of, unknown_cwd_prefix
+from app.services.placement import Plan
+from app.services.scope import UNRESOLVED_SCOPE, resolve_read_scope, scope_of, unknown_cwd_prefix
 from app.services.slots import SlotService
 
 NO_SLOT_SCOPE_WARNING = "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
@@ -128,23 +126,9 @@ async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
         )
     if (args.thought_id is None) == (args.content is None or not args.content.strip()):
         raise bad_request("memory_status action=propose needs exactly one of 'thought_id' or 'content'")
-    async with ctx.app.db.unit_of_work() as session:
-        projects = ProjectRepository(session)
-        thought = None
-        if args.thought_id is not None:
-            thought = await ThoughtRepository(session).get(uuid_arg(args.thought_id, "thought_id"))
-            if thought is None:
-                raise not_found(f"Thought {args.thought_id} not found")
-        path = normalize_path(args.cwd or "")
-        resolved = await projects.find_for_path(path) if path else None
-        pinned: ProjectRecord | None = resolved
-        if pinned is None and thought is not None:
-            pinned = await projects.get(thought.project_id)
-        if pinned is None:  # no thought, or its project was deleted (its thoughts moved to the default) meanwhile
-            pinned = await projects.ensure_default()
-        content = thought.content if thought else (args.content or "")
-        plan = await plan_placement(session, ctx.app.embedding, thought, content, pinned.id)
-    clause = PIN_THOUGHT if thought is not None else PIN_DRAFT
+    proposed = await placement_plans.propose(ctx.app, args.thought_id, args.content, args.cwd)
+    plan, path, resolved = proposed.plan, proposed.path, proposed.resolved
+    clause = PIN_THOUGHT if proposed.thought is not None else PIN_DRAFT
     warnings: list[str] = []
     scope: dict[str, Any] | None = scope_of(resolved) if resolved else None
     if not path:

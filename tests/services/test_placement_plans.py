@@ -1,0 +1,44 @@
+"""app/services/placement_plans.py: propose and enqueue as units of work, without the tool layer."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from app.db.repositories.projects import ProjectRepository
+from app.errors import AppError
+from app.services import placement_plans
+from app.services.context import AppContext
+from tests.helpers import ToolCaller
+from tests.integration.search_support import create, register
+
+
+async def test_a_draft_without_cwd_is_pinned_to_the_default_project(app_context: AppContext) -> None:
+    proposed = await placement_plans.propose(app_context, None, "A draft about release trains", None)
+    async with app_context.db.unit_of_work() as session:
+        default = await ProjectRepository(session).ensure_default()
+    assert proposed.plan.project_id == default.id
+    assert proposed.thought is None and proposed.path == "" and proposed.resolved is None
+
+
+async def test_a_thought_is_pinned_to_the_cwd_project_when_it_names_one(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    project = await register(writer, "web", "/work/web")
+    made = await create(writer, "The web app ships on Thursdays")
+    proposed = await placement_plans.propose(app_context, made["id"].upper(), None, "/work/web")
+    assert str(proposed.plan.project_id) == project["id"]
+    assert proposed.resolved is not None and str(proposed.resolved.id) == project["id"]
+    missing = str(uuid.uuid4()).upper()
+    with pytest.raises(AppError, match=f"Thought {missing} not found"):
+        await placement_plans.propose(app_context, missing, None, None)
+
+
+async def test_enqueue_needs_an_active_thought(writer: ToolCaller, app_context: AppContext) -> None:
+    draft = await create(writer, "A draft is not planned", status="draft")
+    with pytest.raises(AppError, match="needs an active thought"):
+        await placement_plans.enqueue(app_context, writer.principal, uuid.UUID(draft["id"]), None, 5)
+    active = await create(writer, "An active thought is planned")
+    queued = await placement_plans.enqueue(app_context, writer.principal, uuid.UUID(active["id"]), None, 5)
+    assert queued.skipped >= 0 and len(queued.created) <= 5
