@@ -9,19 +9,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import ThoughtRecord
 from app.db.repositories.neighbours import NeighbourProbe
-from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtFilter, status_filter
 from app.errors import unavailable
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.crystallize.args import AutoClusterArgs, ClusterArgs, GraphArgs
+from app.services import clustering
 from app.services.clusters import ClusterService
-from app.services.scope import normalize_path, resolve_read_scope
-from app.services.store import check_content, normalize_tags
+from app.services.store import normalize_tags
 
-DEFAULT_GRAPH_LIMIT = 500
 NODE_FIELDS = ("id", "label", "title", "group", "tags", "category", "status", "is_cluster", "project_name")
 COMPACT_NODE_FIELDS = ("id", "label", "status", "is_cluster")
 
@@ -42,12 +39,7 @@ def node(thought: ThoughtRecord) -> dict[str, Any]:
 
 
 async def graph(args: GraphArgs, ctx: CallContext) -> ToolAnswer:
-    limit = args.limit or DEFAULT_GRAPH_LIMIT
-    statuses = status_filter(args.status) if args.status else status_filter("active") + status_filter("draft")
-    async with ctx.app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        where = ThoughtFilter(project_id=scope.project.id if scope.project else None, statuses=statuses)
-        page = await ClusterService(session, ctx.principal).graph(where, limit, args.offset)
+    scope, page = await clustering.graph(ctx.app, ctx.principal, args.cwd, args.status, args.limit, args.offset)
     keys = [k for k in NODE_FIELDS if k in set(args.fields)] if args.fields else None
     keys = keys or (list(COMPACT_NODE_FIELDS) if args.compact else list(NODE_FIELDS))
     items = [{key: value for key, value in node(thought).items() if key in keys} for thought in page.nodes]
@@ -63,22 +55,8 @@ async def graph(args: GraphArgs, ctx: CallContext) -> ToolAnswer:
 async def cluster(args: ClusterArgs, ctx: CallContext) -> ToolAnswer:
     member_ids = [uuid_arg(value, f"thought_ids[{index}]") for index, value in enumerate(args.thought_ids)]
     tags = normalize_tags(args.tags)
-    title = (args.title or "").strip() or None
-    if title is not None:
-        check_content(title, ctx.app.limits.content_hard, "title")
-    vectors = await ctx.app.embedding.embed_passages([title]) if title else None
-    profile = ctx.app.embedding.profile
-    async with ctx.app.db.unit_of_work() as session:
-        path = normalize_path(args.cwd or "")
-        project = await ProjectRepository(session).find_for_path(path) if path else None
-        created, edges, members = await ClusterService(session, ctx.principal).create_cluster(
-            member_ids,
-            title,
-            tags,
-            project,
-            vectors[0] if vectors else None,
-            profile.model_id if vectors and profile else None,
-        )
+    made = await clustering.create_cluster(ctx.app, ctx.principal, member_ids, args.title, tags, args.cwd)
+    created, edges, members, project = made.cluster, made.edges, made.members, made.project
     shape = ThoughtShaper(compact=False)
     item = {
         "cluster": shape(created),
