@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from app.db.repositories.projects import ProjectRepository
 from app.errors import bad_request
 from app.mcp.envelope import Meta, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.tools.paging import thought_page
 from app.mcp.tools.reflect.args import ReflectArgs, TimelineArgs
 from app.services.recall_reads import PageRequest
-from app.services.reflection import ReflectInput, ReflectionService
-from app.services.scope import normalize_path
+from app.services.reflection import ReflectInput, record_reflection
 from app.services.store import check_content
 
 
@@ -32,22 +30,7 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
         for index, text in enumerate(texts):
             if text.strip():  # blank entries are skipped, not refused
                 check_content(text.strip(), ctx.app.limits.content_hard, f"{name}[{index}]")
-    texts = [*data.decisions, *data.pending]
-    vectors = await ctx.app.embedding.embed_passages(texts) if texts else None
-    profile = ctx.app.embedding.profile
-    by_text = dict(zip(texts, vectors, strict=True)) if vectors and profile else {}
-    async with ctx.app.db.unit_of_work() as session:
-        projects = ProjectRepository(session)
-        path = normalize_path(args.cwd or "")
-        resolved = await projects.find_for_path(path) if path else None
-        project = resolved or await projects.ensure_default()
-        counts = await ReflectionService(session, ctx.principal, ctx.app.limits.slot_max_chars).reflect(
-            data,
-            resolved.id if resolved else None,
-            project,
-            by_text,
-            profile.model_id if by_text and profile else None,
-        )
+    counts, resolved = await record_reflection(ctx.app, ctx.principal, data, args.cwd)
     scope = None if resolved is None else {"project": str(resolved.id), "project_name": resolved.name, "global": False}
     return ToolAnswer(single(Meta("reflect", scope=scope), counts.__dict__))
 
