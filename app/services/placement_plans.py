@@ -1,5 +1,5 @@
-"""memory_status propose and edge_review enqueue as units of work: the project a plan is pinned to,
-the plan, and (enqueue) the proposals queued from it."""
+"""memory_status propose and edge_review enqueue and list as units of work: the project a plan is
+pinned to, the plan, the proposals queued from it, and the queue's pages."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from app.errors import bad_request, not_found
 from app.ids import parse_uuid
 from app.services.context import AppContext
 from app.services.placement import Plan, plan_placement
-from app.services.proposals import ProposalService
-from app.services.scope import normalize_path
+from app.services.proposals import Proposal, ProposalService
+from app.services.scope import ReadScope, normalize_path, resolve_read_scope
 
 
 @dataclass(frozen=True)
@@ -72,3 +72,31 @@ async def enqueue(
         plan = await plan_placement(session, app.embedding, thought, thought.content, project_id)
         created, skipped = await ProposalService(session, principal).enqueue(thought, plan, max_proposals)
     return Enqueued(plan, list(created), skipped)
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    scope: ReadScope
+    rows: list[Proposal]
+    total: int  # rows matching the filters, ignoring the page
+    retired: int  # retired (legacy) kinds hidden by default
+    all_total: int  # every row in scope, whatever the filters
+
+
+async def queue_page(
+    app: AppContext,
+    principal: Principal,
+    cwd: str | None,
+    status: str | None,
+    kind: str | None,
+    include_retired: bool,
+    limit: int,
+    offset: int,
+) -> QueuePage:
+    """A page of the proposal queue of the cwd's project (every project without one)."""
+    async with app.db.unit_of_work() as session:
+        scope = await resolve_read_scope(ProjectRepository(session), cwd)
+        project_id = scope.project.id if scope.project else None
+        page = await ProposalService(session, principal).page(project_id, status, kind, include_retired, limit, offset)
+    rows, total, retired, all_total = page
+    return QueuePage(scope, rows, total, retired, all_total)

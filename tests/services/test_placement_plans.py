@@ -42,3 +42,8 @@ async def test_enqueue_needs_an_active_thought(writer: ToolCaller, app_context: 
     active = await create(writer, "An active thought is planned")
     queued = await placement_plans.enqueue(app_context, writer.principal, uuid.UUID(active["id"]), None, 5)
     assert queued.skipped >= 0 and len(queued.created) <= 5
+
+
+async def test_the_queue_page_reads_every_project_without_cwd(writer: ToolCaller, app_context: AppContext) -> None:
+    page = await placement_plans.queue_page(app_context, writer.principal, None, None, None, False, 50, 0)
+    assert page.scope.project is None and page.rows == [] and page.total == 0 and page.all_total == 0

@@ -8,7 +8,6 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.repositories.projects import ProjectRepository
 from app.errors import AppError, not_found
 from app.formats import iso
 from app.mcp.envelope import Meta, collection, single
@@ -24,7 +23,6 @@ from app.mcp.tools.edge_review.args import (
 )
 from app.services import placement_plans
 from app.services.proposals import Proposal, ProposalService
-from app.services.scope import resolve_read_scope
 
 
 def shape_proposal(proposal: Proposal) -> dict[str, Any]:
@@ -59,20 +57,12 @@ async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def list_proposals(args: ListArgs, ctx: CallContext) -> ToolAnswer:
-    async with ctx.app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        rows, total, retired, all_total = await ProposalService(session, ctx.principal).page(
-            scope.project.id if scope.project else None,
-            args.status,
-            args.kind,
-            args.include_retired,
-            args.limit,
-            args.offset,
-        )
-    meta = Meta(
-        "list", scope=scope.scope, warnings=scope.warnings, counts={"retired_count": retired, "all_total": all_total}
+    page = await placement_plans.queue_page(
+        ctx.app, ctx.principal, args.cwd, args.status, args.kind, args.include_retired, args.limit, args.offset
     )
-    return ToolAnswer(collection(meta, [shape_proposal(row) for row in rows], total=total))
+    counts = {"retired_count": page.retired, "all_total": page.all_total}
+    meta = Meta("list", scope=page.scope.scope, warnings=page.scope.warnings, counts=counts)
+    return ToolAnswer(collection(meta, [shape_proposal(row) for row in page.rows], total=page.total))
 
 
 # ---------------------------------------------------------------- apply, apply_batch, rollback (preview → confirm)

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.db.repositories.projects import ProjectRepository
 from app.errors import bad_request
 from app.formats import iso
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.status.args import ConfigArgs, FrontierArgs, HealthArgs, ProposeArgs, SlotsArgs
-from app.services import placement_plans
-from app.services.frontier import FrontierService, content_short
-from app.services.health import HealthService
+from app.services import placement_plans, status_reads
+from app.services.frontier import content_short
 from app.services.placement import Plan
-from app.services.scope import UNRESOLVED_SCOPE, resolve_read_scope, scope_of, unknown_cwd_prefix
-from app.services.slots import SlotService
+from app.services.scope import UNRESOLVED_SCOPE, scope_of, unknown_cwd_prefix
 
 NO_SLOT_SCOPE_WARNING = "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
-DEFAULT_PENDING_PAGE = 50
 SLIM_EDGES = 3
 PIN_THOUGHT = (
     "propose is not cross-project: the plan is restricted to the project the addressed thought (thought_id) belongs to"
@@ -28,12 +24,7 @@ PIN_DRAFT = "propose is not cross-project: the plan is restricted to the default
 
 
 async def slots(args: SlotsArgs, ctx: CallContext) -> ToolAnswer:
-    async with ctx.app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        project_id = scope.project.id if scope.project else None
-        views = await SlotService(session, ctx.app.limits.slot_max_chars).read_all(
-            project_id, args.slots_limit or DEFAULT_PENDING_PAGE, args.offset
-        )
+    scope, views = await status_reads.read_slots(ctx.app, args.cwd, args.slots_limit, args.offset)
     warnings = list(scope.warnings)
     if not scope.cwd_given:
         warnings.append(NO_SLOT_SCOPE_WARNING)
@@ -53,9 +44,7 @@ async def slots(args: SlotsArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def frontier(args: FrontierArgs, ctx: CallContext) -> ToolAnswer:
-    async with ctx.app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), args.cwd)
-        entries = await FrontierService(session).frontier(scope.project.id if scope.project else None)
+    scope, entries = await status_reads.read_frontier(ctx.app, args.cwd)
     shape = ThoughtShaper(compact=bool(args.compact), fields=args.fields)
     items: list[dict[str, Any]] = [
         {
@@ -88,8 +77,7 @@ async def config(args: ConfigArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def health(args: HealthArgs, ctx: CallContext) -> ToolAnswer:
-    async with ctx.app.db.unit_of_work() as session:
-        report = await HealthService(session).report(args.include_details, args.severity)
+    report = await status_reads.health_report(ctx.app, args.include_details, args.severity)
     return ToolAnswer(single(Meta("health"), report))
 
 

@@ -1,0 +1,24 @@
+"""app/services/status_reads.py: memory_status's slots, frontier and health reads as units of work."""
+
+from __future__ import annotations
+
+from app.services import status_reads
+from app.services.context import AppContext
+from tests.helpers import ToolCaller
+from tests.integration.search_support import create, register
+
+
+async def test_slots_and_frontier_read_the_cwd_scope(writer: ToolCaller, app_context: AppContext) -> None:
+    project = await register(writer, "mobile", "/work/mobile")
+    await create(writer, "Pending: rotate the signing key", status="draft", cwd="/work/mobile")
+    scope, views = await status_reads.read_slots(app_context, "/work/mobile", None, 0)
+    assert scope.project is not None and str(scope.project.id) == project["id"]
+    assert "project" in {view.scope for view in views}
+    scope, entries = await status_reads.read_frontier(app_context, None)
+    assert scope.project is None and not scope.cwd_given
+    assert isinstance(entries, list)
+
+
+async def test_health_reports_findings(app_context: AppContext) -> None:
+    report = await status_reads.health_report(app_context, False, None)
+    assert isinstance(report, dict) and report
