@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Primer, ThoughtHit
 from app.formats import iso
+from app.services.context import AppContext
 
 
 class PrimerService:
@@ -46,3 +47,14 @@ def _shape(row: Any) -> dict[str, Any]:
         "promoted_at": iso(row.promoted_at),
         "created_at": iso(row.created_at),
     }
+
+
+async def primer_page(app: AppContext) -> tuple[list[dict[str, Any]], int]:
+    """The most-hit primers up to the configured cap, and how many there are in all."""
+    cap = app.limits.primer_list_cap
+    async with app.db.unit_of_work() as session:
+        service = PrimerService(session)
+        rows = await service.list(cap)
+        # the cap is a page: the total is every primer, so the answer can say what the cap left out
+        total = await service.count() if len(rows) >= cap else len(rows)
+    return rows, total

@@ -16,6 +16,7 @@ from app.db.repositories.audit import AuditRepository
 from app.db.repositories.thoughts import ThoughtRepository, thought_select, to_record
 from app.errors import conflict, not_found
 from app.ids import new_id
+from app.services.context import AppContext
 from app.services.supersede import SupersedeService
 
 
@@ -152,3 +153,30 @@ class RetentionService:
         created = await self.thoughts.get(summary_id)
         assert created is not None
         return created
+
+
+@dataclass(frozen=True)
+class CandidatePage:
+    rows: list[ThoughtRecord]
+    total: int  # candidates for the rule, ignoring the page
+    limit: int  # the page size that ran
+
+
+async def candidate_page(
+    app: AppContext,
+    principal: Principal,
+    min_age_days: float | None,
+    importance_floor: float | None,
+    limit: int | None,
+    offset: int,
+) -> CandidatePage:
+    """A page of retention candidates, every project; each filter left out falls back to its setting."""
+    limits = app.limits
+    rule = RetentionRule(
+        min_age_days or limits.retention_min_age_days,
+        limits.retention_importance_floor if importance_floor is None else importance_floor,
+    )
+    size = limit or limits.retention_page_size
+    async with app.db.unit_of_work() as session:
+        rows, total = await RetentionService(session, principal).candidates(rule, size, offset)
+    return CandidatePage(list(rows), total, size)

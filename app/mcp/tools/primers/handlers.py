@@ -12,15 +12,11 @@ from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.primers.args import TOOL, DeleteArgs, ListArgs
-from app.services.primers import PrimerService
+from app.services.primers import PrimerService, primer_page
 
 
 async def list_primers(args: ListArgs, ctx: CallContext) -> ToolAnswer:
-    async with ctx.app.db.unit_of_work() as session:
-        service = PrimerService(session)
-        rows = await service.list(ctx.app.limits.primer_list_cap)
-        # the cap is a page: `total` is every primer, `filtered_out` what the cap left out
-        total = await service.count() if len(rows) >= ctx.app.limits.primer_list_cap else len(rows)
+    rows, total = await primer_page(ctx.app)  # `filtered_out` is what the cap left out
     return ToolAnswer(collection(Meta("list"), rows, total=total))
 
 

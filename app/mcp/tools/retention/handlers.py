@@ -16,21 +16,17 @@ from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.retention.args import CompactArgs, DeleteArgs, ListArgs, ProtectArgs
-from app.services.retention import Dependent, RetentionRule, RetentionService
+from app.services.retention import Dependent, RetentionService, candidate_page
 from app.services.store import check_content, normalize_tags
 
 CONTENT_CUT = 200
 
 
 async def list_candidates(args: ListArgs, ctx: CallContext) -> ToolAnswer:
-    limits = ctx.app.limits
-    rule = RetentionRule(
-        args.min_age_days or limits.retention_min_age_days,
-        limits.retention_importance_floor if args.importance_floor is None else args.importance_floor,
+    page = await candidate_page(
+        ctx.app, ctx.principal, args.min_age_days, args.importance_floor, args.limit, args.offset
     )
-    limit = args.limit or limits.retention_page_size
-    async with ctx.app.db.unit_of_work() as session:
-        rows, total = await RetentionService(session, ctx.principal).candidates(rule, limit, args.offset)
+    rows, total, limit = page.rows, page.total, page.limit
     shape = ThoughtShaper(compact=bool(args.compact), fields=args.fields)
     items = []
     for row in rows:
