@@ -20,7 +20,8 @@ from app.db.locks import EDGE_PAIR_SEED, hold_text_until_commit, hold_texts_unti
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
 from app.db.records import EdgeRecord, Principal
 from app.errors import AppError, bad_request, conflict, not_found
-from app.ids import new_id
+from app.ids import new_id, parse_uuid
+from app.services.context import AppContext
 
 LINK_IMPORTANCE_BONUS = 0.1
 SELF_LOOP = "Edge cannot link a thought to itself (source_id and target_id are the same)"
@@ -252,3 +253,53 @@ def cluster_rule(source_id: uuid.UUID) -> str:
 
 def edge_not_found(edge_id: uuid.UUID) -> AppError:
     return not_found(f"Edge not found: {edge_id}")
+
+
+# ---------------------------------------------------------------- memory_store link, link_batch: a unit of work each
+
+
+async def link_pair(
+    app: AppContext, principal: Principal, source_id: uuid.UUID, target_id: uuid.UUID, edge_type: EdgeType
+) -> EdgeRecord:
+    async with app.db.unit_of_work() as session:
+        return (await EdgeService(session, principal).link(source_id, target_id, edge_type)).edge
+
+
+@dataclass(frozen=True)
+class LinkOutcome:
+    index: int
+    edge: EdgeRecord | None = None
+    error: AppError | None = None
+
+
+async def link_pairs(
+    app: AppContext, principal: Principal, links: Sequence[tuple[str, str, EdgeType]]
+) -> list[LinkOutcome]:
+    """Every (source, target, type) as written by the caller: each fails alone (its own savepoint, its ids
+    parsed as links[i].source / links[i].target); every pair lock is taken up front, in one order."""
+    outcomes: list[LinkOutcome] = []
+    async with app.db.unit_of_work() as session:
+        service = EdgeService(session, principal)
+        await service.lock_pairs(_parsed_pairs(links))  # all locks up front, in one order: no deadlock
+        for index, (source, target, edge_type) in enumerate(links):
+            try:
+                async with session.begin_nested():  # a failing item rolls back alone
+                    result = await service.link(
+                        parse_uuid(source, f"links[{index}].source"),
+                        parse_uuid(target, f"links[{index}].target"),
+                        edge_type,
+                    )
+                outcomes.append(LinkOutcome(index, result.edge))
+            except AppError as error:
+                outcomes.append(LinkOutcome(index, error=error))
+    return outcomes
+
+
+def _parsed_pairs(links: Sequence[tuple[str, str, EdgeType]]) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    pairs = []
+    for source, target, _ in links:
+        try:
+            pairs.append((parse_uuid(source, "source"), parse_uuid(target, "target")))
+        except AppError:
+            continue  # reported by its own row
+    return pairs

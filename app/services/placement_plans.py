@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from app.db.records import Principal, ProjectRecord, ThoughtRecord
 from app.db.repositories.projects import ProjectRepository
@@ -100,3 +101,8 @@ async def queue_page(
         page = await ProposalService(session, principal).page(project_id, status, kind, include_retired, limit, offset)
     rows, total, retired, all_total = page
     return QueuePage(scope, rows, total, retired, all_total)
+
+
+async def reject(app: AppContext, principal: Principal, proposal_id: uuid.UUID) -> dict[str, Any]:
+    async with app.db.unit_of_work() as session:
+        return await ProposalService(session, principal).reject(proposal_id)

@@ -15,6 +15,7 @@ from app.db.records import Principal, ProjectRecord
 from app.db.repositories.audit import AuditRepository
 from app.db.repositories.projects import ProjectRepository
 from app.errors import bad_request, conflict, not_found
+from app.services.context import AppContext
 from app.services.scope import normalize_path
 
 # Tables whose rows follow their thought's project when a project is deleted.
@@ -108,3 +109,26 @@ class ProjectService:
             same_path = await self.projects.find_by_path(path)
             if same_path is not None and same_path.id != own_id:
                 raise conflict(f"Project '{same_path.name}' is already registered at '{path}'")
+
+
+# ---------------------------------------------------------------- memory_manage's calls, one unit of work each
+
+
+async def list_projects(app: AppContext) -> list[ProjectRecord]:
+    async with app.db.unit_of_work() as session:
+        return await ProjectService(session).list()
+
+
+async def create_project(app: AppContext, name: str, local_path: str | None, description: str | None) -> ProjectRecord:
+    async with app.db.unit_of_work() as session:
+        return await ProjectService(session).create(name, local_path, description)
+
+
+async def update_project(app: AppContext, project_id: uuid.UUID, values: dict[str, Any]) -> ProjectRecord:
+    async with app.db.unit_of_work() as session:
+        return await ProjectService(session).update(project_id, values)
+
+
+async def resolve_project(app: AppContext, cwd: str) -> ProjectRecord | None:
+    async with app.db.unit_of_work() as session:
+        return await ProjectService(session).resolve(cwd)

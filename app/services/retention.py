@@ -180,3 +180,10 @@ async def candidate_page(
     async with app.db.unit_of_work() as session:
         rows, total = await RetentionService(session, principal).candidates(rule, size, offset)
     return CandidatePage(list(rows), total, size)
+
+
+async def protect_thought(
+    app: AppContext, principal: Principal, thought_id: uuid.UUID, protected: bool
+) -> ThoughtRecord:
+    async with app.db.unit_of_work() as session:
+        return await RetentionService(session, principal).protect(thought_id, protected)

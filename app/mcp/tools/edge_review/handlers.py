@@ -181,6 +181,5 @@ rollback = ConfirmFlow(prepare=_run_id, plan=_plan_rollback, execute=_rollback)
 
 async def reject(args: RejectArgs, ctx: CallContext) -> ToolAnswer:
     proposal_id = uuid_arg(args.proposal_id, "proposal_id")
-    async with ctx.app.db.unit_of_work() as session:
-        report = await ProposalService(session, ctx.principal).reject(proposal_id)
+    report = await placement_plans.reject(ctx.app, ctx.principal, proposal_id)
     return ToolAnswer(single(Meta("reject"), report))

@@ -16,7 +16,7 @@ from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.retention.args import CompactArgs, DeleteArgs, ListArgs, ProtectArgs
-from app.services.retention import Dependent, RetentionService, candidate_page
+from app.services.retention import Dependent, RetentionService, candidate_page, protect_thought
 from app.services.store import check_content, normalize_tags
 
 CONTENT_CUT = 200
@@ -42,8 +42,7 @@ async def list_candidates(args: ListArgs, ctx: CallContext) -> ToolAnswer:
 
 async def protect(args: ProtectArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
-    async with ctx.app.db.unit_of_work() as session:
-        thought = await RetentionService(session, ctx.principal).protect(thought_id, args.protected)
+    thought = await protect_thought(ctx.app, ctx.principal, thought_id, args.protected)
     item = {
         "thought_id": str(thought_id),
         "is_protected": thought.is_protected,

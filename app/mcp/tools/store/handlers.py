@@ -29,7 +29,7 @@ from app.mcp.tools.store.args import (
 )
 from app.services import thought_writes
 from app.services.context import Limits
-from app.services.edges import EdgeService, edge_not_found
+from app.services.edges import EdgeService, edge_not_found, link_pair, link_pairs
 from app.services.store import NewThought, check_content, check_status, normalize_tags, parse_parent
 
 EdgeState = tuple[uuid.UUID, EdgeRecord | None]
@@ -108,47 +108,30 @@ async def bulk_create(args: BulkCreateArgs, ctx: CallContext) -> ToolAnswer:
 async def link(args: LinkArgs, ctx: CallContext) -> ToolAnswer:
     source_id = uuid_arg(args.source_id, "source_id")
     target_id = uuid_arg(args.target_id, "target_id")
-    async with ctx.app.db.unit_of_work() as session:
-        result = await EdgeService(session, ctx.principal).link(source_id, target_id, args.edge_type)
-    return ToolAnswer(single(Meta("link"), shape_edge(result.edge)))
+    edge = await link_pair(ctx.app, ctx.principal, source_id, target_id, args.edge_type)
+    return ToolAnswer(single(Meta("link"), shape_edge(edge)))
 
 
 async def link_batch(args: LinkBatchArgs, ctx: CallContext) -> ToolAnswer:
+    outcomes = await link_pairs(
+        ctx.app, ctx.principal, [(entry.source, entry.target, entry.type) for entry in args.links]
+    )
     items: list[dict[str, Any]] = []
-    async with ctx.app.db.unit_of_work() as session:
-        service = EdgeService(session, ctx.principal)
-        await service.lock_pairs(_parsed_pairs(args))  # all locks up front, in one order: no deadlock
-        for index, entry in enumerate(args.links):
-            row: dict[str, Any] = {
-                "index": index,
-                "status": "linked",
-                "source": entry.source,
-                "target": entry.target,
-            }
-            try:
-                async with session.begin_nested():  # a failing item rolls back alone
-                    result = await service.link(
-                        uuid_arg(entry.source, f"links[{index}].source"),
-                        uuid_arg(entry.target, f"links[{index}].target"),
-                        entry.type,
-                    )
-                row["type"] = result.edge.type.value
-            except AppError as error:
-                row.update(status="failed", error=error.message)
-            items.append(row)
+    for outcome, entry in zip(outcomes, args.links, strict=True):
+        row: dict[str, Any] = {
+            "index": outcome.index,
+            "status": "linked",
+            "source": entry.source,
+            "target": entry.target,
+        }
+        if outcome.edge is not None:
+            row["type"] = outcome.edge.type.value
+        else:
+            row.update(status="failed", error=outcome.error.message if outcome.error else "failed")
+        items.append(row)
     failed = sum(1 for row in items if row["status"] == "failed")
     meta = Meta("link_batch", counts={"linked": len(items) - failed, "failed": failed})
     return ToolAnswer(collection(meta, items))
-
-
-def _parsed_pairs(args: LinkBatchArgs) -> list[tuple[uuid.UUID, uuid.UUID]]:
-    pairs = []
-    for entry in args.links:
-        try:
-            pairs.append((uuid_arg(entry.source, "source"), uuid_arg(entry.target, "target")))
-        except AppError:
-            continue  # reported by its own row
-    return pairs
 
 
 def _consequence(edge: Any) -> str:
