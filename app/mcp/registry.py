@@ -209,9 +209,7 @@ class ToolSpec:
             name=self.name,
             description=self.description + _retired_clause(self),
             input_schema=build_input_schema(self),
-            # No output schema: `{result: …}` is every answer's shape by construction (wire.success), so a
-            # declared one could never fail and only cost every client's context; structuredContent is sent all
-            # the same (the SDK validates it only against a declared schema).
+            output_schema=wire.OUTPUT_SCHEMA,
             annotations=self.annotations,
         )
 

@@ -9,6 +9,11 @@ from mcp_types import CallToolResult, TextContent
 
 from app.errors import AppError
 
+# mcp-tools.md, "Wire envelope": every tool declares the same output shape, `{result: <payload>}`; the SDK client
+# validates structuredContent against it. The smallest schema that says so: the payload's own shape is the
+# action's, documented per action.
+OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "required": ["result"]}
+
 
 def to_json(payload: Any) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))

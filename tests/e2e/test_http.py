@@ -104,11 +104,12 @@ async def test_tools_list_advertises_the_eleven_tools(server: RunningServer) -> 
             action = schema["properties"]["action"]
             assert action["type"] == "string" and action["enum"], tool.name
             assert schema["required"] == ["action"]
-        # no declared output schema: `{result: …}` is every answer's shape by construction (see app/mcp/registry.py)
-        assert tool.output_schema is None
-        assert tool.annotations is not None, tool.name
-        assert tool.annotations.read_only_hint is not None, tool.name
-        assert tool.annotations.destructive_hint is not None, tool.name
+        # mcp-tools.md "Wire envelope": every tool declares the same output shape, {result: <payload>}
+        assert tool.output_schema == {"type": "object", "required": ["result"]}, tool.name
+        # hints at the protocol's defaults are left out; a closed world is always said
+        assert tool.annotations is not None and tool.annotations.open_world_hint is False, tool.name
+        read_only = tool.name in {"memory_recall", "memory_status", "memory_guide"}
+        assert bool(tool.annotations.read_only_hint) is read_only, tool.name
         assert tool.description, tool.name
     manage = next(tool for tool in listing.tools if tool.name == "memory_manage")
     assert manage.input_schema["properties"]["action"]["enum"] == [

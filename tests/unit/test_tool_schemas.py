@@ -11,7 +11,8 @@ from app.mcp.registry import ToolSpec
 from app.mcp.tools.catalog import ALL_SPECS
 
 # tools/list for all 11 tools, as the SDK sends it (compact JSON, UTF-8): 20,682 characters before the
-# schemas came from the models, 15,988 after (2026-12-01). The budget is ≈ 4,000 tokens.
+# schemas came from the models, 15,985 after (2026-12-01; with the contract's output schema, hints at the
+# protocol's defaults left out). The budget is ≈ 4,000 tokens.
 TOOLS_LIST_BUDGET = 16_000
 
 

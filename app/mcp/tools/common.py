@@ -45,7 +45,8 @@ def uuid_arg(value: str, name: str) -> uuid.UUID:
     return parse_uuid(value, name)
 
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-# idempotent_hint left out where it is false, the protocol's default for it
-WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+# Hints at the protocol's defaults are left out (readOnlyHint false, destructiveHint true, idempotentHint false;
+# destructiveHint means nothing beside readOnlyHint true): every client reads the same, in fewer bytes.
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(destructive_hint=False, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(open_world_hint=False)

@@ -28,7 +28,5 @@ class ClusterArgs(CwdArgs):
 
 class AutoClusterArgs(ConfirmArgs):
     action: Literal["auto_cluster"]
-    min_similarity: float | None = Field(
-        default=None, gt=0, le=2, description="max cosine distance to join (default: setting)"
-    )
+    min_similarity: float | None = Field(default=None, gt=0, le=2, description="max cosine distance to join")
     min_members: int | None = Field(default=None, ge=2, le=1000, description="smallest cluster (default: setting)")

@@ -10,7 +10,7 @@ from app.mcp.tools.guide.args import TOOL, GuideArgs
 
 SPEC = ToolSpec(
     name=TOOL,
-    description="Quick map of every SynaptoMind tool and action, with the answer conventions. No arguments.",
+    description="Map of every tool, action and answer convention. No arguments.",
     actions=(Action("", GuideArgs, handlers.guide),),
     annotations=ToolAnnotations(
         read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False

@@ -48,4 +48,4 @@ class DeleteArgs(ConfirmArgs):
 
 class ResolveArgs(ActionArgs):
     action: Literal["resolve"]
-    cwd: CwdStr | None = Field(default=None, description="path to resolve (required for resolve)")
+    cwd: CwdStr | None = Field(default=None, description="path to resolve")

@@ -15,9 +15,9 @@ THOUGHT_ID = "thought id"
 
 class ListArgs(ShapeArgs):
     action: Literal["list"]
-    min_age_days: float | None = Field(default=None, gt=0, le=36_500, description="minimum age (default: setting)")
-    importance_floor: float | None = Field(default=None, ge=0, le=1, description="importance below (default: setting)")
-    limit: int | None = Field(default=None, ge=1, le=100, description="page size (default: setting)")
+    min_age_days: float | None = Field(default=None, gt=0, le=36_500, description="minimum age in days")
+    importance_floor: float | None = Field(default=None, ge=0, le=1, description="importance below")
+    limit: int | None = Field(default=None, ge=1, le=100, description="page size")
     offset: int = Field(default=0, ge=0, description="rows to skip")
 
 

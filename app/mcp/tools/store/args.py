@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 
 from app.db.models import EdgeType
 from app.mcp.registry import ActionArgs
@@ -95,4 +95,5 @@ class UnlinkBatchArgs(ActionArgs):
 class RetypeArgs(ConfirmArgs):
     action: Literal["retype"]
     edge_id: IdStr = Field(description=EDGE_ID)
-    new_type: EdgeType = Field(description="the edge's new type")
+    # Its values are edge_type's, listed once in the schema (the model still refuses any other).
+    new_type: Annotated[EdgeType, WithJsonSchema({"type": "string"})] = Field(description="an edge_type value")
