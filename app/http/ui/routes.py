@@ -1,0 +1,62 @@
+"""The console's routes: the memory pages of console.py, the review and operations pages, the static assets.
+
+Kept apart from console.py so that review.py and operations.py, which take a Console, and the Console itself
+do not import each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from app.db.records import Principal
+from app.http.ui import operations, review
+from app.http.ui.console import HERE, Console, ConsoleConfig
+from app.http.ui.session import COOKIE_PATH, SessionData
+from app.services.context import AppContext
+
+
+def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
+    console = Console(context, config)
+
+    def page(handler: Callable[[Console, Request, Principal, SessionData | None], Awaitable[Response]]) -> Any:
+        return console.page(partial(handler, console))
+
+    routes = [
+        Route("/", console.page(console.home), methods=["GET"]),
+        Route("/sign-in", console.sign_in_form, methods=["GET"]),
+        Route("/sign-in", console.sign_in, methods=["POST"]),
+        Route("/sign-out", console.sign_out, methods=["POST"]),
+        Route("/search", console.page(console.search), methods=["GET"]),
+        Route("/thoughts/{thought_id}", console.page(console.thought), methods=["GET"]),
+        Route("/projects/{project_id}/timeline", console.page(console.timeline), methods=["GET"]),
+        Route("/thoughts/{thought_id}/archive", page(review.thought_archive), methods=["POST"]),
+        Route("/thoughts/{thought_id}/merge", page(review.thought_merge), methods=["POST"]),
+        Route("/review/edges", page(review.edge_queue), methods=["GET"]),
+        Route("/review/edges/apply", page(review.edge_apply), methods=["POST"]),
+        Route("/review/edges/apply-batch", page(review.edge_apply_batch), methods=["POST"]),
+        Route("/review/edges/rollback", page(review.edge_rollback), methods=["POST"]),
+        Route("/review/edges/reject", page(review.edge_reject), methods=["POST"]),
+        Route("/review/retention", page(review.retention_list), methods=["GET"]),
+        Route("/review/retention/protect", page(review.retention_protect), methods=["POST"]),
+        Route("/review/retention/delete", page(review.retention_delete), methods=["POST"]),
+        Route("/review/retention/compact", page(review.retention_compact), methods=["POST"]),
+        Route("/review/clusters", page(review.clusters), methods=["GET"]),
+        Route("/review/clusters/auto", page(review.auto_cluster), methods=["POST"]),
+        Route("/admin/operations", page(operations.overview), methods=["GET"]),
+        Route("/admin/health", page(operations.health), methods=["GET"]),
+        Route("/admin/health/fix", page(operations.health_fix), methods=["POST"]),
+        Route("/admin/tokens", page(operations.tokens), methods=["GET"]),
+        Route("/admin/tokens/create", page(operations.token_create), methods=["POST"]),
+        Route("/admin/tokens/revoke", page(operations.token_revoke), methods=["POST"]),
+        Route("/admin/tokens/rotate", page(operations.token_rotate), methods=["POST"]),
+        Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
+    ]
+    return Starlette(routes=[Mount(COOKIE_PATH, routes=routes)])
