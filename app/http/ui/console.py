@@ -378,6 +378,25 @@ class Console:
         return self.render(request, "timeline.html", values, answer.status if answer.error else 200)
 
 
+PageHandler = Callable[["Console", Request, Principal, "SessionData | None"], Awaitable[Response]]
+FormHandler = Callable[["Console", Request, Principal, "SessionData | None", "Form"], Awaitable[Response]]
+
+
+def posting(handler: FormHandler) -> PageHandler:
+    """A form page: the handler gets the posted fields, only once their CSRF token and size pass
+    (`Console.posted`); otherwise the refusal is the answer."""
+
+    async def with_form(
+        console: Console, request: Request, principal: Principal, session: SessionData | None
+    ) -> Response:
+        form = await console.posted(request, session)
+        if isinstance(form, Response):
+            return form
+        return await handler(console, request, principal, session, form)
+
+    return with_form
+
+
 class ConsoleRouter:
     """Sends /ui to the console, everything else to the service's app.
 

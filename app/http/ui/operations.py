@@ -30,7 +30,7 @@ from app.services.auth import AuthService, parse_expiry
 from app.services.health import HealthService
 
 if TYPE_CHECKING:
-    from app.http.ui.console import Answer, Console
+    from app.http.ui.console import Answer, Console, Form, PageHandler
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +46,20 @@ def _refusal(console: Console, request: Request, principal: Principal, session: 
     return console.render(request, "error.html", console.base(principal, session, message=message), 403)
 
 
+def admin_only(handler: PageHandler) -> PageHandler:
+    """An operations page: any other role gets the 403 page before a form is even read."""
+
+    async def checked(
+        console: Console, request: Request, principal: Principal, session: SessionData | None
+    ) -> Response:
+        if principal.role is not Role.admin:
+            return _refusal(console, request, principal, session)
+        return await handler(console, request, principal, session)
+
+    return checked
+
+
 async def overview(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    if principal.role is not Role.admin:
-        return _refusal(console, request, principal, session)
     projects = await console.projects(principal)
     counted = [project for project in projects.items if project.get("local_path")][:MAX_COUNTED_PROJECTS]
     scopes: list[str | None] = [None, *(str(project["local_path"]) for project in counted)]
@@ -109,8 +120,6 @@ def _job_lines(config: Answer) -> list[tuple[str, str]]:
 
 
 async def health(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    if principal.role is not Role.admin:
-        return _refusal(console, request, principal, session)
     return await _health_page(console, request, principal, session, None)
 
 
@@ -122,12 +131,9 @@ async def _health_page(
     return console.render(request, "health.html", values, answer.status if answer.error else 200)
 
 
-async def health_fix(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    if principal.role is not Role.admin:
-        return _refusal(console, request, principal, session)
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
+async def health_fix(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
     async with console.context.db.unit_of_work() as db:  # what POST /api/health-check/fix runs, audit included
         fixed = await HealthService(db).autofix()
         await AuditRepository(db).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
@@ -136,8 +142,6 @@ async def health_fix(console: Console, request: Request, principal: Principal, s
 
 
 async def tokens(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    if principal.role is not Role.admin:
-        return _refusal(console, request, principal, session)
     return await _tokens_page(console, request, principal, session)
 
 
@@ -166,13 +170,8 @@ def _expiry(console: Console, value: str) -> datetime | None:
 
 
 async def token_create(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    if principal.role is not Role.admin:
-        return _refusal(console, request, principal, session)
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     role = form.get("role")
     try:
         expires_at = _expiry(console, form.get("expires"))
@@ -189,13 +188,8 @@ async def token_create(
 
 
 async def token_revoke(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    if principal.role is not Role.admin:
-        return _refusal(console, request, principal, session)
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     token_id = form.get("token_id")
     try:
         async with console.context.db.unit_of_work() as db:
@@ -208,13 +202,8 @@ async def token_revoke(
 
 
 async def token_rotate(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    if principal.role is not Role.admin:
-        return _refusal(console, request, principal, session)
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     token_id = form.get("token_id")
     try:
         expires_at = _expiry(console, form.get("expires"))

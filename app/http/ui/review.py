@@ -13,7 +13,7 @@ from app.db.records import Principal
 from app.http.ui.session import SessionData
 
 if TYPE_CHECKING:
-    from app.http.ui.console import Answer, Console
+    from app.http.ui.console import Answer, Console, Form
 
 PROPOSAL_STATUSES = ("pending", "accepted", "rejected", "stale", "expired", "rolled_back")
 PROPOSAL_PAGE = 25
@@ -67,10 +67,9 @@ async def edge_queue(console: Console, request: Request, principal: Principal, s
     return console.render(request, "review_edges.html", values, answer.status if answer.error else 200)
 
 
-async def edge_apply(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
+async def edge_apply(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
     proposal_id = form.get("proposal_id")
     arguments = {"action": "apply", "proposal_id": proposal_id}
     title = "Apply an edge proposal"
@@ -81,11 +80,8 @@ async def edge_apply(console: Console, request: Request, principal: Principal, s
 
 
 async def edge_apply_batch(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     ids = form.all("proposal_ids")
     arguments: dict[str, Any] = {"action": "apply_batch", "proposal_ids": ids}
     fields = [("proposal_ids", proposal_id) for proposal_id in ids]
@@ -94,11 +90,8 @@ async def edge_apply_batch(
 
 
 async def edge_rollback(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     run_id = form.get("run_id")
     arguments = {"action": "rollback", "run_id": run_id}
     title = "Roll back an apply run"
@@ -108,11 +101,8 @@ async def edge_rollback(
 
 
 async def edge_reject(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     answer = await console.call(principal, "edge_review", {"action": "reject", "proposal_id": form.get("proposal_id")})
     values = console.base(principal, session, answer=answer, title="Reject an edge proposal", back=EDGES)
     return console.render(request, "outcome.html", values, answer.status if answer.error else 200)
@@ -147,11 +137,8 @@ async def retention_list(
 
 
 async def retention_protect(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     protected = form.get("protected") != "false"
     arguments = {"action": "protect", "thought_id": form.get("thought_id"), "protected": protected}
     answer = await console.call(principal, "retention_review", arguments)
@@ -161,11 +148,8 @@ async def retention_protect(
 
 
 async def retention_delete(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     thought_id = form.get("thought_id")
     arguments = {"action": "delete", "thought_id": thought_id}
     title = "Delete a retention candidate"
@@ -176,11 +160,8 @@ async def retention_delete(
 
 
 async def retention_compact(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     ids = form.all("source_ids")
     content = form.get("summary_content")
     tags = [tag.strip() for tag in form.get("summary_tags").split(",") if tag.strip()]
@@ -200,11 +181,8 @@ async def retention_compact(
 
 
 async def thought_archive(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     thought_id = request.path_params["thought_id"]
     arguments = {"action": "archive", "thought_id": thought_id}
     title = "Archive a thought"
@@ -215,11 +193,8 @@ async def thought_archive(
 
 
 async def thought_merge(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     thought_id = request.path_params["thought_id"]
     target_id = form.get("target_id").strip()
     content = form.get("merged_content").strip()
@@ -271,11 +246,8 @@ async def clusters(console: Console, request: Request, principal: Principal, ses
 
 
 async def auto_cluster(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    form = await console.posted(request, session)
-    if isinstance(form, Response):
-        return form
     arguments: dict[str, Any] = {"action": "auto_cluster"}
     distance, members = _float(form.get("min_similarity")), form.get("min_members").strip()
     if distance is not None:

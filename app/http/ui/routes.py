@@ -18,7 +18,8 @@ from starlette.staticfiles import StaticFiles
 
 from app.db.records import Principal
 from app.http.ui import operations, review
-from app.http.ui.console import HERE, Console, ConsoleConfig
+from app.http.ui.console import HERE, Console, ConsoleConfig, posting
+from app.http.ui.operations import admin_only
 from app.http.ui.session import COOKIE_PATH, SessionData
 from app.services.context import AppContext
 
@@ -37,26 +38,26 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/search", console.page(console.search), methods=["GET"]),
         Route("/thoughts/{thought_id}", console.page(console.thought), methods=["GET"]),
         Route("/projects/{project_id}/timeline", console.page(console.timeline), methods=["GET"]),
-        Route("/thoughts/{thought_id}/archive", page(review.thought_archive), methods=["POST"]),
-        Route("/thoughts/{thought_id}/merge", page(review.thought_merge), methods=["POST"]),
+        Route("/thoughts/{thought_id}/archive", page(posting(review.thought_archive)), methods=["POST"]),
+        Route("/thoughts/{thought_id}/merge", page(posting(review.thought_merge)), methods=["POST"]),
         Route("/review/edges", page(review.edge_queue), methods=["GET"]),
-        Route("/review/edges/apply", page(review.edge_apply), methods=["POST"]),
-        Route("/review/edges/apply-batch", page(review.edge_apply_batch), methods=["POST"]),
-        Route("/review/edges/rollback", page(review.edge_rollback), methods=["POST"]),
-        Route("/review/edges/reject", page(review.edge_reject), methods=["POST"]),
+        Route("/review/edges/apply", page(posting(review.edge_apply)), methods=["POST"]),
+        Route("/review/edges/apply-batch", page(posting(review.edge_apply_batch)), methods=["POST"]),
+        Route("/review/edges/rollback", page(posting(review.edge_rollback)), methods=["POST"]),
+        Route("/review/edges/reject", page(posting(review.edge_reject)), methods=["POST"]),
         Route("/review/retention", page(review.retention_list), methods=["GET"]),
-        Route("/review/retention/protect", page(review.retention_protect), methods=["POST"]),
-        Route("/review/retention/delete", page(review.retention_delete), methods=["POST"]),
-        Route("/review/retention/compact", page(review.retention_compact), methods=["POST"]),
+        Route("/review/retention/protect", page(posting(review.retention_protect)), methods=["POST"]),
+        Route("/review/retention/delete", page(posting(review.retention_delete)), methods=["POST"]),
+        Route("/review/retention/compact", page(posting(review.retention_compact)), methods=["POST"]),
         Route("/review/clusters", page(review.clusters), methods=["GET"]),
-        Route("/review/clusters/auto", page(review.auto_cluster), methods=["POST"]),
-        Route("/admin/operations", page(operations.overview), methods=["GET"]),
-        Route("/admin/health", page(operations.health), methods=["GET"]),
-        Route("/admin/health/fix", page(operations.health_fix), methods=["POST"]),
-        Route("/admin/tokens", page(operations.tokens), methods=["GET"]),
-        Route("/admin/tokens/create", page(operations.token_create), methods=["POST"]),
-        Route("/admin/tokens/revoke", page(operations.token_revoke), methods=["POST"]),
-        Route("/admin/tokens/rotate", page(operations.token_rotate), methods=["POST"]),
+        Route("/review/clusters/auto", page(posting(review.auto_cluster)), methods=["POST"]),
+        Route("/admin/operations", page(admin_only(operations.overview)), methods=["GET"]),
+        Route("/admin/health", page(admin_only(operations.health)), methods=["GET"]),
+        Route("/admin/health/fix", page(admin_only(posting(operations.health_fix))), methods=["POST"]),
+        Route("/admin/tokens", page(admin_only(operations.tokens)), methods=["GET"]),
+        Route("/admin/tokens/create", page(admin_only(posting(operations.token_create))), methods=["POST"]),
+        Route("/admin/tokens/revoke", page(admin_only(posting(operations.token_revoke))), methods=["POST"]),
+        Route("/admin/tokens/rotate", page(admin_only(posting(operations.token_rotate))), methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
     ]
     return Starlette(routes=[Mount(COOKIE_PATH, routes=routes)])
