@@ -222,29 +222,26 @@ async def legs_of(database: Any, query: str, cwd: str | None, runtime: Any, key_
 async def run(url: str) -> dict[str, Any]:
     runtime = await offline_runtime()
     results: dict[str, Any] = {}
-    if True:
-        session = await open_session(url, runtime, runtime)  # the legs are called directly: one runtime
-        caller: Caller = session.callers[False]
-        started = time.perf_counter()
-        conversations = conversation_data.load()
-        cwd_of, key_of = await load_conversations(caller, conversations, session.suffix)
-        questions = []
-        for question in conversations["questions"]:
-            legs = await legs_of(
-                session.database, question["text"], cwd_of[question["dialogue"]], runtime, key_of, Bm25()
-            )
-            questions.append(replace(legs, kind=question["kind"], relevant=set(question["evidence"])))
-        results["conversation"] = report("conversation set", questions, conversation_data.KINDS)
-        old = load_set(DATASET)
-        cwd_old, key_old = await load_dataset(caller, old, session.suffix)
-        old_questions = []
-        for query in old["queries"]:
-            cwd = cwd_old[query["project"]] if query["project"] is not None else None
-            legs = await legs_of(session.database, query["text"], cwd, runtime, key_old, Bm25())
-            old_questions.append(replace(legs, kind=query["kind"], relevant=set(query["relevant"])))
-        results["old"] = report("hand-written set", old_questions, ("paraphrase", "exact", "identifier"))
-        await session.database.dispose()
-        results["seconds"] = round(time.perf_counter() - started, 1)
+    session = await open_session(url, runtime, runtime)  # the legs are called directly: one runtime
+    caller: Caller = session.callers[False]
+    started = time.perf_counter()
+    conversations = conversation_data.load()
+    cwd_of, key_of = await load_conversations(caller, conversations, session.suffix)
+    questions = []
+    for question in conversations["questions"]:
+        legs = await legs_of(session.database, question["text"], cwd_of[question["dialogue"]], runtime, key_of, Bm25())
+        questions.append(replace(legs, kind=question["kind"], relevant=set(question["evidence"])))
+    results["conversation"] = report("conversation set", questions, conversation_data.KINDS)
+    old = load_set(DATASET)
+    cwd_old, key_old = await load_dataset(caller, old, session.suffix)
+    old_questions = []
+    for query in old["queries"]:
+        cwd = cwd_old[query["project"]] if query["project"] is not None else None
+        legs = await legs_of(session.database, query["text"], cwd, runtime, key_old, Bm25())
+        old_questions.append(replace(legs, kind=query["kind"], relevant=set(query["relevant"])))
+    results["old"] = report("hand-written set", old_questions, ("paraphrase", "exact", "identifier"))
+    await session.database.dispose()
+    results["seconds"] = round(time.perf_counter() - started, 1)
     return results
 
 
