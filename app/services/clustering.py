@@ -1,4 +1,5 @@
-"""memory_crystallize's graph and cluster as units of work (auto_cluster runs in its confirm flow)."""
+"""memory_crystallize's graph and cluster as units of work; auto_cluster's plan and run, in its confirm flow's
+transaction."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.db.records import EdgeRecord, Principal, ProjectRecord, ThoughtRecord
+from app.db.repositories.neighbours import NeighbourProbe
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtFilter, status_filter
-from app.services.clusters import ClusterService, GraphPage
+from app.errors import unavailable
+from app.services.clusters import ClusterGroup, ClusterService, GraphPage
 from app.services.context import AppContext
 from app.services.scope import ReadScope, normalize_path, resolve_read_scope
 from app.services.store import check_content
@@ -63,3 +68,50 @@ async def create_cluster(
             profile.model_id if vectors and profile else None,
         )
     return NewClusterResult(created, list(edges), list(members), project)
+
+
+# ---------------------------------------------------------------- auto_cluster (run in its confirm flow's transaction)
+
+
+@dataclass(frozen=True)
+class AutoClusterCall:
+    """auto_cluster's thresholds, fixed before the transaction: the preview and the confirm use the same."""
+
+    max_distance: float
+    min_members: int
+    model_id: str
+
+
+def auto_cluster_call(app: AppContext, min_similarity: float | None, min_members: int | None) -> AutoClusterCall:
+    """The caller's thresholds, else the settings', else the model profile's distance; needs the embedder."""
+    profile = app.embedding.profile
+    if profile is None:
+        raise unavailable("auto_cluster needs the embedder, which is not ready; retry shortly")
+    max_distance = min_similarity or app.limits.auto_cluster_distance or profile.auto_cluster_distance
+    return AutoClusterCall(max_distance, min_members or app.limits.auto_cluster_min_members, profile.model_id)
+
+
+async def plan_auto_cluster(
+    app: AppContext, session: AsyncSession, principal: Principal, call: AutoClusterCall
+) -> tuple[list[ClusterGroup], int]:
+    """The groups auto_cluster would create now, and how many thoughts were eligible (the preview)."""
+    return await _auto_groups(app, ClusterService(session, principal), call)
+
+
+async def run_auto_cluster(
+    app: AppContext, session: AsyncSession, principal: Principal, call: AutoClusterCall
+) -> tuple[list[ClusterGroup], int]:
+    """Plans again under the auto_cluster lock and creates each group's cluster thought."""
+    service = ClusterService(session, principal)
+    await service.lock_auto_cluster()
+    groups, candidates = await _auto_groups(app, service, call)
+    await service.materialize(groups)
+    return groups, candidates
+
+
+async def _auto_groups(
+    app: AppContext, service: ClusterService, call: AutoClusterCall
+) -> tuple[list[ClusterGroup], int]:
+    probe = NeighbourProbe(app.db, app.limits.auto_cluster_probe_workers)
+    min_age_days = app.limits.auto_cluster_min_age_days
+    return await service.auto_groups(call.max_distance, call.min_members, min_age_days, call.model_id, probe)

@@ -12,6 +12,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,10 +20,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.locks import EDGE_PAIR_SEED, hold_text_until_commit, hold_texts_until_commit, row_locked
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
 from app.db.records import EdgeRecord, Principal
+from app.db.repositories.audit import AuditRepository
 from app.errors import AppError, bad_request, conflict, not_found
 from app.ids import new_id, parse_uuid
 from app.services.context import AppContext
 
+TOOL = "memory_store"  # the audit's name for the writes its actions ask for
 LINK_IMPORTANCE_BONUS = 0.1
 SELF_LOOP = "Edge cannot link a thought to itself (source_id and target_id are the same)"
 _COLUMNS = (Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at)
@@ -208,6 +211,24 @@ class EdgeService:
         result = await self.session.execute(delete(Edge).where(Edge.id == edge_id))
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
+    async def unlink(self, edge: EdgeRecord) -> bool:
+        """Deletes a previewed edge and records it in the audit; False when it is gone already."""
+        if not await self.delete(edge.id):
+            return False
+        details = {"source_id": str(edge.source_id), "target_id": str(edge.target_id), "type": edge.type.value}
+        await AuditRepository(self.session).record(self.principal.user_id, TOOL, "unlink", [edge.id], None, details)
+        return True
+
+    async def unlink_batch(self, edges: Mapping[uuid.UUID, EdgeRecord | None]) -> None:
+        """Deletes every previewed edge or none: an id missing now (None) or deleted meanwhile refuses the batch."""
+        missing = [str(edge_id) for edge_id, edge in edges.items() if edge is None]
+        if missing:  # validated before any delete: never a partial prune
+            raise edges_not_found(missing)
+        gone = [str(edge_id) for edge_id in edges if not await self.delete(edge_id)]
+        if gone:  # deleted by a concurrent call since the check: refuse the whole batch, as for a missing id
+            raise edges_not_found(gone)
+        await AuditRepository(self.session).record(self.principal.user_id, TOOL, "unlink_batch", list(edges))
+
     async def validate_retype(self, edge: EdgeRecord, new_type: EdgeType) -> None:
         if edge.type == new_type:
             raise bad_request(f"Edge {edge.id} is already of type '{new_type.value}'")
@@ -241,6 +262,10 @@ class EdgeService:
         )
         created = await self.get(new_edge_id)
         assert created is not None
+        details: dict[str, Any] = {"new_type": new_type.value}
+        await AuditRepository(self.session).record(
+            self.principal.user_id, TOOL, "retype", [edge.id, created.id], None, details
+        )
         return current, created
 
 
@@ -253,6 +278,10 @@ def cluster_rule(source_id: uuid.UUID) -> str:
 
 def edge_not_found(edge_id: uuid.UUID) -> AppError:
     return not_found(f"Edge not found: {edge_id}")
+
+
+def edges_not_found(missing: list[str]) -> AppError:
+    return not_found(f"Edge not found: {', '.join(missing)} — nothing was deleted; drop the missing ids and retry")
 
 
 # ---------------------------------------------------------------- memory_store link, link_batch: a unit of work each

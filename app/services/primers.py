@@ -9,6 +9,8 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Primer, ThoughtHit
+from app.db.records import Principal
+from app.db.repositories.audit import AuditRepository
 from app.formats import iso
 from app.services.context import AppContext
 
@@ -34,9 +36,15 @@ class PrimerService:
         row = (await self.session.execute(self._select().where(Primer.id == primer_id))).first()
         return _shape(row) if row else None
 
-    async def delete(self, primer_id: uuid.UUID) -> bool:
+    async def delete(self, primer_id: uuid.UUID, principal: Principal, primer: dict[str, Any]) -> bool:
+        """Deletes the primer previewed as `primer` and records it in the audit; False when it is gone already."""
         result = await self.session.execute(delete(Primer).where(Primer.id == primer_id))
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        if not result.rowcount:  # type: ignore[attr-defined]
+            return False
+        await AuditRepository(self.session).record(
+            principal.user_id, "memory_primers", "delete", [primer_id], None, primer
+        )
+        return True
 
 
 def _shape(row: Any) -> dict[str, Any]:

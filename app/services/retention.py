@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Edge, Thought, ThoughtHit, ThoughtStatus
-from app.db.records import Principal, ProjectRecord, ThoughtRecord
+from app.db.records import Principal, ThoughtRecord
 from app.db.repositories.audit import AuditRepository
+from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository, thought_select, to_record
 from app.errors import conflict, not_found
 from app.ids import new_id
@@ -57,6 +58,27 @@ class Dependent:
     direction: str  # "incoming" (edge into the thought) or "outgoing"
 
 
+@dataclass(frozen=True)
+class Summary:
+    """The protected thought a compaction writes in its sources' place (content and tags already checked)."""
+
+    content: str
+    tags: list[str]
+    project_id: uuid.UUID | None = None  # None: the first source's project
+    embedding: list[float] | None = None
+    embedding_model: str | None = None
+
+
+async def embedded_summary(app: AppContext, summary: Summary) -> Summary:
+    """The summary with its vector, embedded before the transaction; without one while the embedder is not ready
+    (the backfill embeds it later)."""
+    vectors = await app.embedding.embed_passages([summary.content])
+    profile = app.embedding.profile
+    if vectors and profile:
+        return dataclasses.replace(summary, embedding=vectors[0], embedding_model=profile.model_id)
+    return summary
+
+
 class RetentionService:
     def __init__(self, session: AsyncSession, principal: Principal) -> None:
         self.session = session
@@ -98,6 +120,12 @@ class RetentionService:
             for row in await self.session.execute(statement)
         ]
 
+    async def delete_preview(self, thought_id: uuid.UUID) -> list[Dependent] | None:
+        """The edges a hard delete would remove with the thought; None when there is no such thought."""
+        if await self.thoughts.get(thought_id) is None:
+            return None
+        return await self.dependents(thought_id)
+
     async def hard_delete(self, thought_id: uuid.UUID) -> int:
         """Deletes an unprotected, non-active thought (its edges go with it); returns the edges removed."""
         thought = await self.thoughts.get(thought_id, for_update=True)
@@ -121,9 +149,12 @@ class RetentionService:
         )
         return removed
 
-    async def compact(
-        self, source_ids: list[uuid.UUID], summary: dict[str, Any], project: ProjectRecord | None
-    ) -> ThoughtRecord:
+    async def compact(self, source_ids: list[uuid.UUID], summary: Summary) -> ThoughtRecord:
+        project = None
+        if summary.project_id is not None:
+            project = await ProjectRepository(self.session).get(summary.project_id)
+            if project is None:
+                raise not_found(f"Project {summary.project_id} not found (summary.project_id)")
         sources = await self.thoughts.get_many(source_ids, lock="key share")
         missing = [str(thought_id) for thought_id in source_ids if thought_id not in sources]
         if missing:
@@ -135,13 +166,13 @@ class RetentionService:
                 {
                     "id": summary_id,
                     "project_id": project_id,
-                    "content": summary["content"],
+                    "content": summary.content,
                     "status": ThoughtStatus.active,
-                    "tags": summary["tags"],
+                    "tags": summary.tags,
                     "is_protected": True,
                     "created_by": self.principal.user_id,
-                    "embedding": summary.get("embedding"),
-                    "embedding_model": summary.get("embedding_model"),
+                    "embedding": summary.embedding,
+                    "embedding_model": summary.embedding_model,
                 }
             ]
         )

@@ -13,10 +13,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import EdgeRecord, Principal, ThoughtRecord
 from app.db.repositories.audit import AuditRepository
+from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
 from app.errors import conflict, not_found
 from app.ids import new_id
+from app.services.context import AppContext
 from app.services.edges import EdgeService, edge_record
+from app.services.scope import normalize_path
+from app.services.store import check_content, normalize_tags
 
 MERGE_PREVIEW_EDGES = 50
 _EDGE_COLUMNS = (Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at)
@@ -75,6 +79,23 @@ class SupersedeService:
             thought = await self.thoughts.get(thought_id)
             assert thought is not None
         return thought
+
+    async def archive_preview(self, thought_id: uuid.UUID) -> tuple[ThoughtStatus | None, str]:
+        """The thought's status now (None: not found) and what archiving it would do."""
+        thought = await self.thoughts.get(thought_id)
+        return (thought.status if thought else None), archive_outcome(thought)
+
+    async def archive_batch_preview(self, thought_ids: Sequence[uuid.UUID]) -> list[str]:
+        """What archiving each id would do, in the caller's order."""
+        found = await self.thoughts.get_many(thought_ids)
+        seen: set[uuid.UUID] = set()
+        outcomes = []
+        for thought_id in thought_ids:
+            # A repeated id previews as already_archived after its first occurrence.
+            repeated = thought_id in seen and thought_id in found
+            outcomes.append("already_archived" if repeated else archive_outcome(found.get(thought_id)))
+            seen.add(thought_id)
+        return outcomes
 
     async def archive_batch(self, thought_ids: Sequence[uuid.UUID]) -> list[dict[str, Any]]:
         unique = sorted(set(thought_ids))  # lock in a stable order
@@ -206,3 +227,71 @@ class SupersedeService:
             )
         )
         return True
+
+
+# ---------------------------------------------------------------- merge (run in its confirm flow's transaction)
+
+
+@dataclass(frozen=True)
+class MergeRequest:
+    """A merge as the caller asked it, checked and embedded before the transaction."""
+
+    source_id: uuid.UUID
+    target_id: uuid.UUID
+    content: str | None = None
+    tags: list[str] | None = None
+    cwd: str | None = None
+    vectors: list[list[float]] | None = None  # the merged content's
+
+
+async def merge_request(
+    app: AppContext,
+    source_id: uuid.UUID,
+    target_id: uuid.UUID,
+    content: str | None,
+    tags: list[str] | None,
+    cwd: str | None,
+) -> MergeRequest:
+    if content is not None:
+        check_content(content, app.limits.content_hard, "merged_content")
+    vectors = await app.embedding.embed_passages([content]) if content else None
+    return MergeRequest(source_id, target_id, content, tags, cwd, vectors)
+
+
+async def plan_merge(
+    app: AppContext, session: AsyncSession, principal: Principal, request: MergeRequest
+) -> tuple[MergePlan, dict[str, Any]]:
+    """The preview: the plan, and the values the target would take."""
+    plan = await SupersedeService(session, principal).merge_plan(request.source_id, request.target_id)
+    return plan, await _merge_values(app, session, request, plan)
+
+
+async def run_merge(
+    app: AppContext, session: AsyncSession, principal: Principal, request: MergeRequest
+) -> tuple[ThoughtRecord, int]:
+    """Plans again under the merge's locks and merges: the target and the edges moved onto it."""
+    service = SupersedeService(session, principal)
+    plan = await service.merge_plan(request.source_id, request.target_id, lock=True)
+    values = await _merge_values(app, session, request, plan)
+    if "content" in values:
+        profile = app.embedding.profile
+        vectors = request.vectors
+        values["embedding"] = vectors[0] if vectors and profile else None
+        values["embedding_model"] = profile.model_id if vectors and profile else None
+    return await service.merge(plan, values)
+
+
+async def _merge_values(
+    app: AppContext, session: AsyncSession, request: MergeRequest, plan: MergePlan
+) -> dict[str, Any]:
+    """The merged content and tags as given, and the cwd's project when it is not the target's."""
+    values: dict[str, Any] = {}
+    if request.content is not None:
+        values["content"] = check_content(request.content, app.limits.content_hard, "merged_content")
+    if request.tags is not None:
+        values["tags"] = normalize_tags(request.tags, "merged_tags")
+    path = normalize_path(request.cwd or "")
+    project = await ProjectRepository(session).find_for_path(path) if path else None
+    if project is not None and plan.target is not None and project.id != plan.target.project_id:
+        values["project_id"] = project.id
+    return values

@@ -1,13 +1,23 @@
-"""app/services/retention.py candidate_page and app/services/primers.py primer_page: settings as defaults."""
+"""app/services/retention.py and app/services/primers.py: settings as defaults, and what the delete and compact
+confirm flows read and write inside their transaction."""
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
+from pathlib import Path
 
+import pytest
+
+from app.embedding.profiles import OFFLINE_MINILM
+from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.errors import AppError
 from app.services.context import AppContext
-from app.services.primers import primer_page
-from app.services.retention import candidate_page
+from app.services.hits import HitService
+from app.services.primers import PrimerService, primer_page
+from app.services.retention import RetentionService, Summary, candidate_page, embedded_summary
 from tests.helpers import ToolCaller
+from tests.integration.search_support import archive, create, link, register, rows
 
 
 async def test_the_candidate_page_falls_back_to_the_settings(writer: ToolCaller, app_context: AppContext) -> None:
@@ -20,3 +30,59 @@ async def test_the_candidate_page_falls_back_to_the_settings(writer: ToolCaller,
 
 async def test_the_primer_page_is_empty_on_a_fresh_graph(app_context: AppContext) -> None:
     assert await primer_page(app_context) == ([], 0)
+
+
+async def test_a_delete_preview_lists_the_edges_that_go_with_the_thought(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    doomed, other = await create(writer, "Doomed"), await create(writer, "Other")
+    edge = await link(writer, other["id"], doomed["id"], "supports")
+    async with app_context.db.unit_of_work() as session:
+        service = RetentionService(session, writer.principal)
+        dependents = await service.delete_preview(uuid.UUID(doomed["id"]))
+        assert await service.delete_preview(uuid.uuid4()) is None
+    assert dependents is not None
+    assert [(str(d.edge_id), str(d.thought_id), d.type, d.direction) for d in dependents] == [
+        (edge["id"], other["id"], "supports", "incoming")
+    ]
+
+
+async def test_a_summary_is_embedded_when_the_embedder_is_ready(app_context: AppContext, tmp_path: Path) -> None:
+    summary = Summary("What the sources said", ["notes"])
+    embedded = await embedded_summary(app_context, summary)
+    assert embedded.embedding is not None and app_context.embedding.profile is not None
+    assert embedded.embedding_model == app_context.embedding.profile.model_id
+    unloaded = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=tmp_path))
+    assert await embedded_summary(dataclasses.replace(app_context, embedding=unloaded), summary) == summary
+
+
+async def test_compact_writes_the_summary_in_its_project_or_refuses_an_unknown_one(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    project = await register(writer, "notes", "/work/notes")
+    source = await create(writer, "Draft idea about caching")
+    await archive(app_context, source["id"])
+    missing = uuid.uuid4()
+    async with app_context.db.unit_of_work() as session:
+        with pytest.raises(AppError, match=f"Project {missing} not found \\(summary.project_id\\)"):
+            await RetentionService(session, writer.principal).compact(
+                [uuid.UUID(source["id"])], Summary("Caching, in short", [], missing)
+            )
+    summary = Summary("Caching, in short", ["cache"], uuid.UUID(project["id"]))
+    async with app_context.db.unit_of_work() as session:
+        created = await RetentionService(session, writer.principal).compact([uuid.UUID(source["id"])], summary)
+    assert (created.content, created.tags, str(created.project_id)) == ("Caching, in short", ["cache"], project["id"])
+    assert created.is_protected and created.embedding_model is None  # the backfill embeds it
+
+
+async def test_a_primer_delete_is_audited_once(writer: ToolCaller, app_context: AppContext) -> None:
+    thought = await create(writer, "Always at hand")
+    async with app_context.db.unit_of_work() as session:
+        await HitService(session, 1).record([uuid.UUID(thought["id"])])
+    async with app_context.db.unit_of_work() as session:
+        [primer] = await PrimerService(session).list(10)
+        primer_id = uuid.UUID(primer["id"])
+        assert await PrimerService(session).delete(primer_id, writer.principal, primer)
+        assert not await PrimerService(session).delete(primer_id, writer.principal, primer)  # gone already
+    audited = await rows(app_context, "SELECT tool, action, target_ids, details FROM audit_event")
+    assert [tuple(row) for row in audited] == [("memory_primers", "delete", [primer["id"]], primer)]

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import ThoughtRecord
-from app.db.repositories.neighbours import NeighbourProbe
-from app.errors import unavailable
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.crystallize.args import AutoClusterArgs, ClusterArgs, GraphArgs
 from app.services import clustering
-from app.services.clusters import ClusterService
+from app.services.clusters import ClusterGroup
 from app.services.store import normalize_tags
 
 NODE_FIELDS = ("id", "label", "title", "group", "tags", "category", "status", "is_cluster", "project_name")
@@ -71,30 +68,11 @@ async def cluster(args: ClusterArgs, ctx: CallContext) -> ToolAnswer:
 # ---------------------------------------------------------------- auto_cluster (preview → confirm)
 
 
-@dataclass(frozen=True)
-class _AutoCluster:
-    max_distance: float
-    min_members: int
-    model_id: str
+async def _prepare_auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> clustering.AutoClusterCall:
+    return clustering.auto_cluster_call(ctx.app, args.min_similarity, args.min_members)
 
 
-async def _prepare_auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> _AutoCluster:
-    profile = ctx.app.embedding.profile
-    if profile is None:
-        raise unavailable("auto_cluster needs the embedder, which is not ready; retry shortly")
-    max_distance = args.min_similarity or ctx.app.limits.auto_cluster_distance or profile.auto_cluster_distance
-    min_members = args.min_members or ctx.app.limits.auto_cluster_min_members
-    return _AutoCluster(max_distance, min_members, profile.model_id)
-
-
-async def _groups(ctx: CallContext, service: ClusterService, call: _AutoCluster) -> tuple[list[Any], int]:
-    probe = NeighbourProbe(ctx.app.db, ctx.app.limits.auto_cluster_probe_workers)
-    return await service.auto_groups(
-        call.max_distance, call.min_members, ctx.app.limits.auto_cluster_min_age_days, call.model_id, probe
-    )
-
-
-def _group_items(groups: list[Any]) -> list[dict[str, Any]]:
+def _group_items(groups: list[ClusterGroup]) -> list[dict[str, Any]]:
     shape = ThoughtShaper(compact=True)
     return [
         {
@@ -108,9 +86,9 @@ def _group_items(groups: list[Any]) -> list[dict[str, Any]]:
 
 
 async def _plan_auto_cluster(
-    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: _AutoCluster
+    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: clustering.AutoClusterCall
 ) -> Preview:
-    groups, candidates = await _groups(ctx, ClusterService(session, ctx.principal), call)
+    groups, candidates = await clustering.plan_auto_cluster(ctx.app, session, ctx.principal, call)
     meta = Meta("auto_cluster", counts={"candidates": candidates, "clusters": len(groups)})
     consequence = f"Creates {len(groups)} cluster thought(s) with a cluster edge to each member."
     return Preview(
@@ -119,12 +97,9 @@ async def _plan_auto_cluster(
 
 
 async def _auto_cluster(
-    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: _AutoCluster
+    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: clustering.AutoClusterCall
 ) -> ToolAnswer:
-    service = ClusterService(session, ctx.principal)
-    await service.lock_auto_cluster()
-    groups, candidates = await _groups(ctx, service, call)
-    await service.materialize(groups)
+    groups, candidates = await clustering.run_auto_cluster(ctx.app, session, ctx.principal, call)
     meta = Meta("auto_cluster", counts={"candidates": candidates, "clusters": len(groups)})
     return ToolAnswer(collection(meta, _group_items(groups)))
 

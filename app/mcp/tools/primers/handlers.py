@@ -7,11 +7,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.repositories.audit import AuditRepository
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.tools.common import uuid_arg
-from app.mcp.tools.primers.args import TOOL, DeleteArgs, ListArgs
+from app.mcp.tools.primers.args import DeleteArgs, ListArgs
 from app.services.primers import PrimerService, primer_page
 
 
@@ -50,9 +49,8 @@ async def _plan_delete(
 
 async def _delete(args: DeleteArgs, ctx: CallContext, session: AsyncSession, state: PrimerState) -> ToolAnswer:
     primer_id, primer = state
-    if primer is None or not await PrimerService(session).delete(primer_id):
+    if primer is None or not await PrimerService(session).delete(primer_id, ctx.principal, primer):
         return _missing(primer_id)
-    await AuditRepository(session).record(ctx.principal.user_id, TOOL, "delete", [primer_id], None, primer)
     return ToolAnswer(single(Meta("delete"), {"status": "deleted", "primer_id": str(primer_id)}))
 
 

@@ -8,15 +8,19 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtRepository
-from app.errors import not_found
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.retention.args import CompactArgs, DeleteArgs, ListArgs, ProtectArgs
-from app.services.retention import Dependent, RetentionService, candidate_page, protect_thought
+from app.services.retention import (
+    Dependent,
+    RetentionService,
+    Summary,
+    candidate_page,
+    embedded_summary,
+    protect_thought,
+)
 from app.services.store import check_content, normalize_tags
 
 CONTENT_CUT = 200
@@ -68,10 +72,9 @@ async def _thought_id(args: DeleteArgs, ctx: CallContext) -> uuid.UUID:
 async def _plan_delete(
     args: DeleteArgs, ctx: CallContext, session: AsyncSession, thought_id: uuid.UUID
 ) -> Preview | ToolAnswer:
-    thought = await ThoughtRepository(session).get(thought_id)
-    if thought is None:
+    dependents = await RetentionService(session, ctx.principal).delete_preview(thought_id)
+    if dependents is None:
         return ToolAnswer(single(Meta("delete"), {"status": "not_found", "thought_id": str(thought_id)}))
-    dependents = await RetentionService(session, ctx.principal).dependents(thought_id)
     item = {
         "status": "preview",
         "action": "preview",
@@ -111,8 +114,7 @@ delete = ConfirmFlow(
 @dataclass(frozen=True)
 class _CompactCall:
     source_ids: list[uuid.UUID]
-    summary: dict[str, Any]
-    project_id: uuid.UUID | None
+    summary: Summary
 
 
 async def _prepare_compact(args: CompactArgs, ctx: CallContext) -> _CompactCall:
@@ -121,13 +123,8 @@ async def _prepare_compact(args: CompactArgs, ctx: CallContext) -> _CompactCall:
     content = check_content(args.summary.content, ctx.app.limits.content_hard, "summary.content")
     tags = normalize_tags(args.summary.tags, "summary.tags")
     project_id = uuid_arg(args.summary.project_id, "summary.project_id") if args.summary.project_id else None
-    summary: dict[str, Any] = {"content": content, "tags": tags}
-    if args.confirm:
-        vectors = await ctx.app.embedding.embed_passages([content])
-        profile = ctx.app.embedding.profile
-        if vectors and profile:
-            summary.update(embedding=vectors[0], embedding_model=profile.model_id)
-    return _CompactCall(source_ids, summary, project_id)
+    summary = Summary(content, tags, project_id)
+    return _CompactCall(source_ids, await embedded_summary(ctx.app, summary) if args.confirm else summary)
 
 
 async def _plan_compact(args: CompactArgs, ctx: CallContext, session: None, call: _CompactCall) -> Preview:
@@ -142,12 +139,7 @@ async def _plan_compact(args: CompactArgs, ctx: CallContext, session: None, call
 
 
 async def _compact(args: CompactArgs, ctx: CallContext, session: AsyncSession, call: _CompactCall) -> ToolAnswer:
-    project = None
-    if call.project_id is not None:
-        project = await ProjectRepository(session).get(call.project_id)
-        if project is None:
-            raise not_found(f"Project {call.project_id} not found (summary.project_id)")
-    created = await RetentionService(session, ctx.principal).compact(call.source_ids, call.summary, project)
+    created = await RetentionService(session, ctx.principal).compact(call.source_ids, call.summary)
     item = {
         "status": "compacted",
         "preview": False,

@@ -9,14 +9,12 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import EdgeRecord
-from app.db.repositories.audit import AuditRepository
-from app.errors import AppError, bad_request, not_found
+from app.errors import AppError, bad_request
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.store.args import (
-    TOOL,
     BulkCreateArgs,
     CreateArgs,
     LinkArgs,
@@ -165,9 +163,8 @@ async def _plan_unlink(
 
 async def _unlink(args: UnlinkArgs, ctx: CallContext, session: AsyncSession, state: EdgeState) -> ToolAnswer:
     edge_id, edge = state
-    if edge is None or not await EdgeService(session, ctx.principal).delete(edge_id):
+    if edge is None or not await EdgeService(session, ctx.principal).unlink(edge):
         return _unlink_missing(edge_id)
-    await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink", [edge_id], None, _audit(edge))
     return ToolAnswer(single(Meta("unlink"), {"status": "deleted", "edge_id": str(edge_id)}))
 
 
@@ -178,10 +175,6 @@ unlink = ConfirmFlow(
     execute=_unlink,
     in_item=("consequence", "preview_token", "instruction"),
 )
-
-
-def _audit(edge: Any) -> dict[str, Any]:
-    return {"source_id": str(edge.source_id), "target_id": str(edge.target_id), "type": edge.type.value}
 
 
 async def _edge_ids(args: UnlinkBatchArgs, ctx: CallContext) -> list[uuid.UUID]:
@@ -209,14 +202,7 @@ async def _unlink_batch(
     args: UnlinkBatchArgs, ctx: CallContext, session: AsyncSession, state: EdgesState
 ) -> ToolAnswer:
     edge_ids, edges = state
-    service = EdgeService(session, ctx.principal)
-    missing = [str(edge_id) for edge_id, edge in edges.items() if edge is None]
-    if missing:  # validated before any delete: never a partial prune
-        raise edge_not_found_many(missing)
-    gone = [str(edge_id) for edge_id in edges if not await service.delete(edge_id)]
-    if gone:  # deleted by a concurrent call since the check: refuse the whole batch, as for a missing id
-        raise edge_not_found_many(gone)
-    await AuditRepository(session).record(ctx.principal.user_id, TOOL, "unlink_batch", list(edges))
+    await EdgeService(session, ctx.principal).unlink_batch(edges)
     items = [{"edge_id": str(edge_id), "status": "deleted"} for edge_id in edge_ids]
     meta = Meta("unlink_batch", counts={"deleted": len(items), "preview": 0, "failed": 0})
     return ToolAnswer(collection(meta, items))
@@ -241,10 +227,6 @@ def _batch_preview_row(edge_id: uuid.UUID, edge: Any) -> dict[str, Any]:
         "edge": shape_edge(edge),
         "consequence": _consequence(edge),
     }
-
-
-def edge_not_found_many(missing: list[str]) -> AppError:
-    return not_found(f"Edge not found: {', '.join(missing)} — nothing was deleted; drop the missing ids and retry")
 
 
 async def _load_retype(args: RetypeArgs, ctx: CallContext, session: AsyncSession, edge_id: uuid.UUID) -> EdgeRecord:
@@ -276,14 +258,6 @@ async def _plan_retype(args: RetypeArgs, ctx: CallContext, session: AsyncSession
 async def _retype(args: RetypeArgs, ctx: CallContext, session: AsyncSession, edge: EdgeRecord) -> ToolAnswer:
     edge_id = edge.id
     edge, created = await EdgeService(session, ctx.principal).retype(edge, args.new_type)
-    await AuditRepository(session).record(
-        ctx.principal.user_id,
-        TOOL,
-        "retype",
-        [edge_id, created.id],
-        None,
-        {"new_type": args.new_type.value},
-    )
     item = {
         "status": "retyped",
         "edge_id": str(created.id),

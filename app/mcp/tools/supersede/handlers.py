@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.thoughts import ThoughtRepository
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.supersede.args import ArchiveArgs, ArchiveBatchArgs, MergeArgs
-from app.services.scope import normalize_path
-from app.services.store import check_content, normalize_tags
-from app.services.supersede import MERGE_PREVIEW_EDGES, MergePlan, SupersedeService, archive_outcome
+from app.services.supersede import (
+    MERGE_PREVIEW_EDGES,
+    MergePlan,
+    MergeRequest,
+    SupersedeService,
+    merge_request,
+    plan_merge,
+    run_merge,
+)
 
 # ---------------------------------------------------------------- archive
 
@@ -28,13 +31,13 @@ async def _thought_id(args: ArchiveArgs, ctx: CallContext) -> uuid.UUID:
 
 
 async def _plan_archive(args: ArchiveArgs, ctx: CallContext, session: AsyncSession, thought_id: uuid.UUID) -> Preview:
-    thought = await ThoughtRepository(session).get(thought_id)
+    status, outcome = await SupersedeService(session, ctx.principal).archive_preview(thought_id)
     item = {
         "status": "preview",
         "action": "archive",
         "thought_id": str(thought_id),
-        "current_status": thought.status.value if thought else None,
-        "outcome": archive_outcome(thought),
+        "current_status": status.value if status else None,
+        "outcome": outcome,
     }
     return Preview(Meta("archive"), item, confirm_with=f"thought_id={thought_id}")
 
@@ -64,16 +67,11 @@ async def _thought_ids(args: ArchiveBatchArgs, ctx: CallContext) -> list[uuid.UU
 async def _plan_archive_batch(
     args: ArchiveBatchArgs, ctx: CallContext, session: AsyncSession, thought_ids: list[uuid.UUID]
 ) -> Preview:
-    found = await ThoughtRepository(session).get_many(thought_ids)
-    seen: set[Any] = set()
-    items = []
-    for thought_id in thought_ids:
-        # A repeated id previews as already_archived after its first occurrence.
-        outcome = (
-            "already_archived" if thought_id in seen and thought_id in found else archive_outcome(found.get(thought_id))
-        )
-        seen.add(thought_id)
-        items.append({"thought_id": str(thought_id), "outcome": outcome})
+    outcomes = await SupersedeService(session, ctx.principal).archive_batch_preview(thought_ids)
+    items = [
+        {"thought_id": str(thought_id), "outcome": outcome}
+        for thought_id, outcome in zip(thought_ids, outcomes, strict=True)
+    ]
     counts = dict(Counter(item["outcome"] for item in items))
     return Preview(Meta("archive_batch", counts=counts), items=items)
 
@@ -93,51 +91,19 @@ archive_batch = ConfirmFlow(prepare=_thought_ids, plan=_plan_archive_batch, exec
 # ---------------------------------------------------------------- merge
 
 
-async def _merge_values(args: MergeArgs, ctx: CallContext, plan: MergePlan, session: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    if args.merged_content is not None:
-        values["content"] = check_content(args.merged_content, ctx.app.limits.content_hard, "merged_content")
-    if args.merged_tags is not None:
-        values["tags"] = normalize_tags(args.merged_tags, "merged_tags")
-    path = normalize_path(args.cwd or "")
-    project = await ProjectRepository(session).find_for_path(path) if path else None
-    if project is not None and plan.target is not None and project.id != plan.target.project_id:
-        values["project_id"] = project.id
-    return values
-
-
-@dataclass(frozen=True)
-class _MergeCall:
-    source_id: uuid.UUID
-    target_id: uuid.UUID
-    vectors: list[list[float]] | None
-
-
-async def _prepare_merge(args: MergeArgs, ctx: CallContext) -> _MergeCall:
+async def _prepare_merge(args: MergeArgs, ctx: CallContext) -> MergeRequest:
     source_id = uuid_arg(args.source_id, "source_id")
     target_id = uuid_arg(args.target_id, "target_id")
-    if args.merged_content is not None:
-        check_content(args.merged_content, ctx.app.limits.content_hard, "merged_content")
-    vectors = await ctx.app.embedding.embed_passages([args.merged_content]) if args.merged_content else None
-    return _MergeCall(source_id, target_id, vectors)
+    return await merge_request(ctx.app, source_id, target_id, args.merged_content, args.merged_tags, args.cwd)
 
 
-async def _plan_merge(args: MergeArgs, ctx: CallContext, session: AsyncSession, call: _MergeCall) -> Preview:
-    plan = await SupersedeService(session, ctx.principal).merge_plan(call.source_id, call.target_id)
-    values = await _merge_values(args, ctx, plan, session)
+async def _plan_merge(args: MergeArgs, ctx: CallContext, session: AsyncSession, request: MergeRequest) -> Preview:
+    plan, values = await plan_merge(ctx.app, session, ctx.principal, request)
     return Preview(Meta("merge"), _merge_preview(plan, values))
 
 
-async def _merge(args: MergeArgs, ctx: CallContext, session: AsyncSession, call: _MergeCall) -> ToolAnswer:
-    service = SupersedeService(session, ctx.principal)
-    plan = await service.merge_plan(call.source_id, call.target_id, lock=True)
-    values = await _merge_values(args, ctx, plan, session)
-    if "content" in values:
-        profile = ctx.app.embedding.profile
-        vectors = call.vectors
-        values["embedding"] = vectors[0] if vectors and profile else None
-        values["embedding_model"] = profile.model_id if vectors and profile else None
-    target, transferred = await service.merge(plan, values)
+async def _merge(args: MergeArgs, ctx: CallContext, session: AsyncSession, request: MergeRequest) -> ToolAnswer:
+    target, transferred = await run_merge(ctx.app, session, ctx.principal, request)
     result = {"target": ThoughtShaper(compact=False)(target), "edges_transferred": transferred}
     return ToolAnswer(single(Meta("merge"), {"status": "executed", "action": "merge", "result": result}))
 
