@@ -1,4 +1,8 @@
-"""Settings: the only module that reads the environment (env prefix SYNAPTO_, nested with __)."""
+"""Settings: the only module that reads the environment (env prefix SYNAPTO_, nested with __).
+
+Every group is frozen: `app/main.py` builds `Settings` once and hands it down (`AppContext.settings`), and what
+receives it reads `settings.<group>.<field>` — no copy of a setting anywhere else, none changed after the start.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,27 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AnyHttpUrl, BaseModel, Field, SecretStr, model_validator
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("~/.local/share/synaptomind").expanduser()
 DEFAULT_CACHE_DIR = Path("~/.cache/synaptomind/models").expanduser()
 
 
-class AuthSettings(BaseModel):
+class SettingsGroup(BaseModel):
+    """A group of settings: read-only once built."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class AuthSettings(SettingsGroup):
     mode: Literal["token", "none"] = "token"
     # `token create` / `token rotate` without --expires: a token that never expires must be asked for
     # (`--expires never`), so there is no "0 = never" here.
     token_lifetime_days: int = Field(default=90, ge=1, le=36_500)
 
 
-class EmbeddingSettings(BaseModel):
+class EmbeddingSettings(SettingsGroup):
     model: str = "intfloat/multilingual-e5-small"
     model_dir: Path | None = None
     cache_dir: Path = DEFAULT_CACHE_DIR
@@ -29,84 +39,84 @@ class EmbeddingSettings(BaseModel):
     allow_download: bool = True
 
 
-class ConfidenceSettings(BaseModel):
+class ConfidenceSettings(SettingsGroup):
     unrelated_floor: float | None = None
     vector_floor: float | None = None
 
 
-class Bm25Settings(BaseModel):
+class Bm25Settings(SettingsGroup):
     """Okapi BM25 of the lexical leg: term-frequency saturation and length normalisation."""
 
     k1: float = Field(default=1.2, ge=0, le=10)
     b: float = Field(default=0.75, ge=0, le=1)
 
 
-class SearchSettings(BaseModel):
+class SearchSettings(SettingsGroup):
     confidence: ConfidenceSettings = ConfidenceSettings()
     bm25: Bm25Settings = Bm25Settings()
     default_min_relevance: float = Field(default=0.4, ge=0, le=1)
 
 
-class HttpSettings(BaseModel):
+class HttpSettings(SettingsGroup):
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
 
 
-class PreviewSettings(BaseModel):
+class PreviewSettings(SettingsGroup):
     ttl_seconds: int = Field(default=300, ge=10, le=86_400)
 
 
-class ContentSettings(BaseModel):
+class ContentSettings(SettingsGroup):
     soft_limit: int = 600
     hard_limit: int = 720
 
 
-class PrimerSettings(BaseModel):
+class PrimerSettings(SettingsGroup):
     promote_threshold: int = Field(default=5, ge=1)
     list_cap: int = Field(default=500, ge=1)
 
 
-class SlotSettings(BaseModel):
+class SlotSettings(SettingsGroup):
     default_max_chars: int = Field(default=2000, ge=100, le=100_000)
 
 
-class AutoClusterSettings(BaseModel):
+class AutoClusterSettings(SettingsGroup):
     min_members: int = Field(default=3, ge=2)
     min_age_days: int = Field(default=3, ge=0)
     min_similarity: float | None = Field(default=None, gt=0, le=2)  # None = the model profile's distance
     probe_workers: int = Field(default=2, ge=1, le=16)  # pooled connections probing neighbours at once
 
 
-class RetentionReviewSettings(BaseModel):
+class RetentionReviewSettings(SettingsGroup):
     min_age_days: float = Field(default=30, gt=0)
     importance_floor: float = Field(default=0.3, ge=0, le=1)
     page_size: int = Field(default=20, ge=1, le=100)
 
 
-class DecaySettings(BaseModel):
+class DecaySettings(SettingsGroup):
     rate: float = Field(default=0.95, gt=0, le=1)
     interval_hours: float = Field(default=24, gt=0)
 
 
-class JobsSettings(BaseModel):
+class JobsSettings(SettingsGroup):
     enabled: bool = True
     tick_seconds: float = Field(default=60, gt=0)
 
 
-class EmbeddedDatabaseSettings(BaseModel):
+class EmbeddedDatabaseSettings(SettingsGroup):
     shared_buffers_mb: int | None = Field(default=None, ge=16)  # None: a quarter of RAM, 128 MB to 1 GB
 
 
-class RateLimitSettings(BaseModel):
+class RateLimitSettings(SettingsGroup):
     per_minute: int = Field(default=1200, ge=0)  # tool calls per API token per minute; 0 = off
 
 
-class GraphSettings(BaseModel):
+class GraphSettings(SettingsGroup):
     max_degree: int = Field(default=25, ge=1, le=500)
 
 
-class OAuthSettings(BaseModel):
+class OAuthSettings(SettingsGroup):
     """MCP authorization (OAuth 2.1) beside the static bearer tokens (docs/CONFIG.md, docs/SECURITY.md).
 
     Off by default: an existing deployment keeps exactly its static-token behaviour (same 401, no new
@@ -117,36 +127,36 @@ class OAuthSettings(BaseModel):
     enabled: bool = False
     # The origin clients reach the service at, e.g. https://memory.example.com (TLS terminated in front);
     # http is accepted only for loopback hosts (RFC 8414 issuers are https).
-    public_url: str | None = None
+    public_url: str | None = Field(default=None, validate_default=True)  # checked when enabled, even if unset
     access_token_minutes: int = Field(default=60, ge=1, le=24 * 60)
     refresh_token_days: int = Field(default=30, ge=1, le=365)
     # Open dynamic client registration (RFC 7591) lets any MCP client register itself, as the MCP spec
     # expects; a client gets nothing until a user signs in and consents, so open is the useful default.
     registration_open: bool = True
 
-    @model_validator(mode="after")
-    def _public_url_when_enabled(self) -> OAuthSettings:
-        if not self.enabled:
-            return self
-        if not self.public_url:
+    @field_validator("public_url", mode="after")
+    @classmethod
+    def _public_url_when_enabled(cls, public_url: str | None, info: ValidationInfo) -> str | None:
+        if not info.data.get("enabled"):
+            return public_url
+        if not public_url:
             raise ValueError(
                 "oauth.public_url is required when oauth.enabled is true (e.g. https://memory.example.com)"
             )
-        parsed = urlsplit(self.public_url)
+        parsed = urlsplit(public_url)
         loopback = parsed.hostname in ("localhost", "127.0.0.1", "::1")
         if parsed.scheme != "https" and not (parsed.scheme == "http" and loopback):
-            raise ValueError(f"oauth.public_url {self.public_url!r}: must be https (http only for a loopback host)")
+            raise ValueError(f"oauth.public_url {public_url!r}: must be https (http only for a loopback host)")
         if parsed.path not in ("", "/") or parsed.query or parsed.fragment or not parsed.hostname:
-            raise ValueError(f"oauth.public_url {self.public_url!r}: must be an origin only (no path, query or #)")
+            raise ValueError(f"oauth.public_url {public_url!r}: must be an origin only (no path, query or #)")
         if parsed.username is not None:
-            raise ValueError(f"oauth.public_url {self.public_url!r}: must not contain credentials")
+            raise ValueError(f"oauth.public_url {public_url!r}: must not contain credentials")
         # As clients will compare it (RFC 8414 issuer, RFC 9207 `iss`: exact strings): the URL parser's
         # rendering (lower-case host, no default port), without the trailing slash of an empty path.
-        self.public_url = str(AnyHttpUrl(f"{parsed.scheme}://{parsed.netloc}")).rstrip("/")
-        return self
+        return str(AnyHttpUrl(f"{parsed.scheme}://{parsed.netloc}")).rstrip("/")
 
 
-class ConsoleSettings(BaseModel):
+class ConsoleSettings(SettingsGroup):
     """The web console at /ui (docs/CONSOLE.md)."""
 
     enabled: bool = True
@@ -162,6 +172,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         env_file=".env",
         extra="ignore",
+        frozen=True,
     )
 
     database_url: SecretStr | None = None

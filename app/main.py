@@ -11,7 +11,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
-from app.db.repositories.search import Bm25
 from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.http.app import HostOriginMiddleware, LocalPrincipal, build_http_app, transport_security, with_public_url
@@ -34,8 +32,8 @@ from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
 from app.observability import JsonFormatter
 from app.services.auth import AuthService
-from app.services.context import AppContext, Limits
-from app.services.jobs import JobSettings, run_jobs_loop
+from app.services.context import AppContext
+from app.services.jobs import run_jobs_loop
 from app.services.ratelimit import RateLimiter
 
 logger = logging.getLogger("app")
@@ -76,29 +74,6 @@ def open_database(settings: Settings, migrate: bool = True) -> DatabaseHandle:
     return DatabaseHandle(url, embedded)
 
 
-def limits_from(settings: Settings) -> Limits:
-    return Limits(
-        content_soft=settings.content.soft_limit,
-        content_hard=settings.content.hard_limit,
-        preview_ttl_seconds=settings.previews.ttl_seconds,
-        primer_threshold=settings.primer.promote_threshold,
-        primer_list_cap=settings.primer.list_cap,
-        graph_max_degree=settings.graph.max_degree,
-        default_min_relevance=settings.search.default_min_relevance,
-        bm25=Bm25(settings.search.bm25.k1, settings.search.bm25.b),
-        unrelated_floor=settings.search.confidence.unrelated_floor,
-        vector_floor=settings.search.confidence.vector_floor,
-        slot_max_chars=settings.slots.default_max_chars,
-        auto_cluster_min_members=settings.auto_cluster.min_members,
-        auto_cluster_min_age_days=settings.auto_cluster.min_age_days,
-        auto_cluster_distance=settings.auto_cluster.min_similarity,
-        auto_cluster_probe_workers=settings.auto_cluster.probe_workers,
-        retention_min_age_days=settings.retention_review.min_age_days,
-        retention_importance_floor=settings.retention_review.importance_floor,
-        retention_page_size=settings.retention_review.page_size,
-    )
-
-
 def embedding_config(settings: Settings) -> EmbeddingConfig:
     embedding = settings.embedding
     return EmbeddingConfig(
@@ -115,7 +90,7 @@ def build_context(settings: Settings, url: str) -> AppContext:
     database = Database(build_engine(url, settings.pool_size))
     view = settings_view(settings, url)
     limiter = RateLimiter(settings.rate_limit.per_minute) if settings.rate_limit.per_minute else None
-    return AppContext(database, EmbeddingRuntime(embedding_config(settings)), limits_from(settings), view, limiter)
+    return AppContext(database, EmbeddingRuntime(embedding_config(settings)), settings, view, limiter)
 
 
 def mask_url(url: str) -> str:
@@ -139,23 +114,16 @@ def settings_view(settings: Settings, url: str) -> dict[str, Any]:
     return dict(sorted(flat.items()))
 
 
-def job_settings(settings: Settings) -> JobSettings:
-    return JobSettings(
-        decay_rate=settings.decay.rate,
-        decay_interval=timedelta(hours=settings.decay.interval_hours),
-        tick_seconds=settings.jobs.tick_seconds,
-    )
-
-
 @asynccontextmanager
-async def background(context: AppContext, jobs: JobSettings | None = None) -> AsyncIterator[None]:
-    """Embedder loading, the backfill and the periodic jobs run beside the requests, never in front of them."""
+async def background(context: AppContext, jobs: bool = False) -> AsyncIterator[None]:
+    """Embedder loading, the backfill and (with `jobs`) the periodic jobs run beside the requests, never in front
+    of them."""
     tasks = [
         asyncio.create_task(context.embedding.load(), name="embedder-load"),
         asyncio.create_task(run_backfill_loop(context.db, context.embedding), name="embedding-backfill"),
     ]
-    if jobs is not None:
-        tasks.append(asyncio.create_task(run_jobs_loop(context.db, jobs), name="periodic-jobs"))
+    if jobs:
+        tasks.append(asyncio.create_task(run_jobs_loop(context.db, context.settings), name="periodic-jobs"))
     try:
         yield
     finally:
@@ -201,7 +169,7 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with background(context, job_settings(settings) if settings.jobs.enabled else None):
+        async with background(context, jobs=settings.jobs.enabled):
             if local is None:
                 await bootstrap_admin(context, settings.data_dir)
             else:

@@ -63,8 +63,8 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime, offline_mod
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
-from app.services.context import AppContext, Limits
-from bench.common import cpu_times, free_port, machine, wait_ready
+from app.services.context import AppContext
+from bench.common import cpu_times, free_port, machine, shipped_settings, wait_ready
 
 TARGET_OVERHEAD = 0.20
 CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -299,7 +299,7 @@ async def dispatch_transport(
     runtime = EmbeddingRuntime(config)
     runtime.use(timed)
     db = Database(build_engine(url))
-    context = AppContext(db, runtime, Limits())
+    context = AppContext(db, runtime, shipped_settings())
     specs = {spec.name: spec for spec in ALL_SPECS}
 
     async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -52,7 +52,8 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
+from bench.common import shipped_settings
 
 DATASET_VERSION = 1
 HNSW_INDEX = "ix_thought_embedding_hnsw"
@@ -469,7 +470,7 @@ def _edges(thoughts: list[SeedThought], ids: list[str], rng: random.Random) -> l
 async def _load(db: Database, n: int) -> dict[str, Any]:
     thoughts = generate(n)
     runtime = await offline_runtime()
-    context = AppContext(db, runtime, Limits())
+    context = AppContext(db, runtime, shipped_settings())
     call = tool_caller(context, await admin_principal(db))
     for vocab in PROJECTS:
         await call("memory_manage", {"action": "create", "name": vocab.name, "local_path": vocab.cwd})

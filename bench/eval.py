@@ -74,9 +74,10 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from bench import conversation_data
 from bench.calibrate import DATASET, RESULTS, load_set, model_cache_dir
+from bench.common import shipped_settings
 
 SPECS = {spec.name: spec for spec in ALL_SPECS}
 Loaded = tuple[dict[str, str], dict[str, str]]  # project name → cwd, thought id → key
@@ -173,12 +174,12 @@ class Session:
 
 async def open_session(url: str, runtime: EmbeddingRuntime, lexical_runtime: EmbeddingRuntime) -> Session:
     database = Database(build_engine(url, pool_size=5))
-    limits = Limits()
+    settings = shipped_settings()
     async with database.unit_of_work() as session:
         principal = await AuthService(session).ensure_user(f"bench-eval-{uuid.uuid4().hex[:8]}", Role.admin)
     callers = {
-        False: Caller(AppContext(database, runtime, limits), principal),
-        True: Caller(AppContext(database, lexical_runtime, limits), principal),
+        False: Caller(AppContext(database, runtime, settings), principal),
+        True: Caller(AppContext(database, lexical_runtime, settings), principal),
     }
     suffix = "" if "SYNAPTO_DATABASE_URL" not in os.environ else f"-eval-{uuid.uuid4().hex[:8]}"
     return Session(database, callers, suffix)

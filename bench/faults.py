@@ -39,13 +39,12 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
-from app.config import Settings
+from app.config import DecaySettings, Settings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
@@ -57,8 +56,8 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.ids import new_id
 from app.main import build_context, create_http_app, embedding_config
-from app.services.jobs import JobSettings, decay_importance
-from bench.common import loopback_listener, uvicorn_serving
+from app.services.jobs import decay_importance
+from bench.common import loopback_listener, shipped_settings, uvicorn_serving
 from bench.load import (
     McpClient,
     Outcome,
@@ -279,7 +278,7 @@ async def _dispatch_while_down(url: str) -> tuple[str, float]:
     """
     from app.mcp.registry import dispatch
     from app.mcp.tools.catalog import ALL_SPECS
-    from app.services.context import AppContext, Limits
+    from app.services.context import AppContext
 
     spec = next(spec for spec in ALL_SPECS if spec.name == "memory_recall")
     db = Database(build_engine(url, 1))
@@ -287,7 +286,9 @@ async def _dispatch_while_down(url: str) -> tuple[str, float]:
     principal = Principal(new_id(), "fault-probe", Role.reader)
     started = time.monotonic()
     try:
-        answer = await dispatch(spec, {"action": "list", "limit": 1}, AppContext(db, runtime, Limits()), principal)
+        answer = await dispatch(
+            spec, {"action": "list", "limit": 1}, AppContext(db, runtime, shipped_settings()), principal
+        )
     finally:
         await db.dispose()
     elapsed = time.monotonic() - started
@@ -483,7 +484,7 @@ DECAY_INTERVAL_HOURS = 0.001  # 3.6 s: several intervals fit in a short check
 async def race_decay(database_url: str, rounds: int = 3) -> tuple[list[list[int | None]], list[int | None]]:
     """decay_importance(force=False) from two engines at once: per round the results of both."""
     dbs = [Database(build_engine(database_url, 2)) for _ in range(2)]
-    settings = JobSettings(decay_interval=timedelta(hours=1))
+    decay = DecaySettings(interval_hours=1)
     per_round: list[list[int | None]] = []
     try:
         for _ in range(rounds):
@@ -491,8 +492,8 @@ async def race_decay(database_url: str, rounds: int = 3) -> tuple[list[list[int 
                 await session.execute(
                     text("DELETE FROM audit_event WHERE tool = 'jobs' AND action = 'importance_decay'")
                 )
-            per_round.append(list(await asyncio.gather(*(decay_importance(db, settings) for db in dbs))))
-        not_due = list(await asyncio.gather(*(decay_importance(db, settings) for db in dbs)))
+            per_round.append(list(await asyncio.gather(*(decay_importance(db, decay) for db in dbs))))
+        not_due = list(await asyncio.gather(*(decay_importance(db, decay) for db in dbs)))
     finally:
         for db in dbs:
             await db.dispose()

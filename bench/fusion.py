@@ -23,10 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.config import Bm25Settings
 from app.db.engine import Database, build_engine
 from app.db.models import ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.search import Bm25, LegRow, SearchRepository
+from app.db.repositories.search import LegRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.services.search import pool_size
 from bench import conversation_data, dataset, quality
@@ -184,7 +185,9 @@ def report(name: str, questions: list[Legs], kinds: Sequence[str]) -> dict[str, 
     return table
 
 
-async def legs_of(database: Any, query: str, cwd: str | None, runtime: Any, key_of: dict[str, str], bm25: Bm25) -> Legs:
+async def legs_of(
+    database: Any, query: str, cwd: str | None, runtime: Any, key_of: dict[str, str], bm25: Bm25Settings
+) -> Legs:
     """The question's legs as the service runs them, and the lexical leg once more with feedback."""
     pool = pool_size(LIMIT)
     vector = await runtime.embed_query(query)
@@ -229,7 +232,9 @@ async def run(url: str) -> dict[str, Any]:
     cwd_of, key_of = await load_conversations(caller, conversations, session.suffix)
     questions = []
     for question in conversations["questions"]:
-        legs = await legs_of(session.database, question["text"], cwd_of[question["dialogue"]], runtime, key_of, Bm25())
+        legs = await legs_of(
+            session.database, question["text"], cwd_of[question["dialogue"]], runtime, key_of, Bm25Settings()
+        )
         questions.append(replace(legs, kind=question["kind"], relevant=set(question["evidence"])))
     results["conversation"] = report("conversation set", questions, conversation_data.KINDS)
     old = load_set(DATASET)
@@ -237,7 +242,7 @@ async def run(url: str) -> dict[str, Any]:
     old_questions = []
     for query in old["queries"]:
         cwd = cwd_old[query["project"]] if query["project"] is not None else None
-        legs = await legs_of(session.database, query["text"], cwd, runtime, key_old, Bm25())
+        legs = await legs_of(session.database, query["text"], cwd, runtime, key_old, Bm25Settings())
         old_questions.append(replace(legs, kind=query["kind"], relevant=set(query["relevant"])))
     results["old"] = report("hand-written set", old_questions, ("paraphrase", "exact", "identifier"))
     await session.database.dispose()
@@ -257,7 +262,7 @@ async def run_notes(url: str, thoughts: int) -> dict[str, Any]:
     key_of = {str(thought_id): str(thought_id) for thought_id in store.ids}
     replayed = []
     for question in questions:
-        legs = await legs_of(database, question.text, cwd_of[question.project], runtime, key_of, Bm25())
+        legs = await legs_of(database, question.text, cwd_of[question.project], runtime, key_of, Bm25Settings())
         replayed.append(replace(legs, kind=question.form, relevant={str(question.target)}))
     await database.dispose()
     return report(f"notes at {thoughts} (hit@5 / hit@10)", replayed, ("short", "full"))

@@ -48,9 +48,9 @@ from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from bench.bulk_create import server_version, wait_for_quiet
-from bench.common import machine
+from bench.common import machine, shipped_settings
 
 BATCH = 1000
 LINK_THOUGHTS = 46  # 46 · 45 / 2 = 1035 pairs ≥ 1000
@@ -66,7 +66,7 @@ class Bench:
         self.specs = {spec.name: spec for spec in ALL_SPECS}
         # neither action embeds: the runtime stays unloaded
         runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=DEFAULT_CACHE_DIR))
-        self.context = AppContext(self.db, runtime, Limits())
+        self.context = AppContext(self.db, runtime, shipped_settings())
 
     async def setup(self) -> None:
         name = f"bench-graph-{uuid.uuid4().hex[:8]}"

@@ -42,9 +42,9 @@ from sqlalchemy.engine import Connection
 
 from app.db.engine import Database, build_engine
 from app.embedding.profiles import OFFLINE_MINILM, profile_for
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from app.services.health import CHECKS, DETAIL_LIMIT
-from bench.common import machine
+from bench.common import machine, shipped_settings
 from bench.dataset import (
     PROJECTS,
     Dataset,
@@ -199,7 +199,7 @@ AUTO_CLUSTER_PAIRS = {
 async def auto_cluster_variants(db: Database, max_distance: float, efs: list[int]) -> list[dict[str, Any]]:
     """The auto_cluster pairs query as shipped and rewritten, at hnsw.ef_search values: seconds and pairs."""
     async with db.unit_of_work() as session:
-        params = {"days": Limits().auto_cluster_min_age_days, "model": OFFLINE_MINILM}
+        params = {"days": shipped_settings().auto_cluster.min_age_days, "model": OFFLINE_MINILM}
         ids = [row.id for row in await session.execute(text(ELIGIBLE), params)]
     rows = []
     reference: set[frozenset[Any]] | None = None
@@ -238,7 +238,7 @@ async def generic_plan_check(url: str, max_distance: float) -> list[dict[str, An
     rows: list[dict[str, Any]] = []
     try:
         async with db.unit_of_work() as session:
-            params = {"days": Limits().auto_cluster_min_age_days, "model": OFFLINE_MINILM}
+            params = {"days": shipped_settings().auto_cluster.min_age_days, "model": OFFLINE_MINILM}
             ids = [row.id for row in await session.execute(text(ELIGIBLE), params)]
         for execution in range(1, 8):
             forced = execution == 7
@@ -273,7 +273,7 @@ async def main_async(dataset: Dataset, args: argparse.Namespace) -> dict[str, An
     recorder.attach(db)
     meter = CpuMeter(dataset.pgdata)
     runtime = await offline_runtime()
-    call = tool_caller(AppContext(db, runtime, Limits()), await admin_principal(db, "bench-organisation"))
+    call = tool_caller(AppContext(db, runtime, shipped_settings()), await admin_principal(db, "bench-organisation"))
     info = {
         "thoughts": args.thoughts,
         "machine": machine(),
@@ -359,14 +359,18 @@ async def main_async(dataset: Dataset, args: argparse.Namespace) -> dict[str, An
                     print(f"      {line}", flush=True)
             results["actions"].append(row)
         if args.auto_cluster_variants:
-            distance = Limits().auto_cluster_distance or profile_for(OFFLINE_MINILM).auto_cluster_distance
+            distance = (
+                shipped_settings().auto_cluster.min_similarity or profile_for(OFFLINE_MINILM).auto_cluster_distance
+            )
             slow_db = untimed(url)
             try:
                 results["auto_cluster_variants"] = await auto_cluster_variants(slow_db, distance, args.auto_cluster_ef)
             finally:
                 await slow_db.dispose()
         if args.generic_plan_check:
-            distance = Limits().auto_cluster_distance or profile_for(OFFLINE_MINILM).auto_cluster_distance
+            distance = (
+                shipped_settings().auto_cluster.min_similarity or profile_for(OFFLINE_MINILM).auto_cluster_distance
+            )
             results["generic_plan_check"] = await generic_plan_check(url, distance)
         results["health_checks"] = await health_checks(db)
         print(

@@ -59,8 +59,9 @@ from app.db.engine import Database
 from app.embedding.embedder import Vector
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from app.services.search import RRF_K, pool_size
+from bench.common import shipped_settings
 from bench.dataset import (
     ARTIFACTS,
     CAUSES,
@@ -806,8 +807,8 @@ async def quality_section(
         EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir())
     )
     callers = {
-        "embedder": tool_caller(AppContext(db, runtime, Limits()), principal),
-        "lexical": tool_caller(AppContext(db, lexical_runtime, Limits()), principal),
+        "embedder": tool_caller(AppContext(db, runtime, shipped_settings()), principal),
+        "lexical": tool_caller(AppContext(db, lexical_runtime, shipped_settings()), principal),
     }
     arguments_of: dict[str, tuple[str, dict[str, Any]]] = {
         "hybrid": ("embedder", {}),

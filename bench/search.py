@@ -66,13 +66,13 @@ from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.services.auth import AuthService
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from app.services.jobs import refresh_thought_estimates
 from app.services.project_index_job import reconcile_project_indexes
 from app.services.recall_reads import search_service
 from app.services.scope import resolve_read_scope
 from app.services.search import SearchQuery, pool_size
-from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
+from bench.common import cpu_times, free_port, machine, mcp_session, shipped_settings, wait_ready
 from bench.dataset import (
     PROJECTS,
     Dataset,
@@ -520,7 +520,7 @@ async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
         runtime=runtime,
         timed=timed,
         clock=clock,
-        context=AppContext(db, runtime, Limits()),
+        context=AppContext(db, runtime, shipped_settings()),
         token=token,
         projects=projects,
         ids=ids,
@@ -731,7 +731,7 @@ async def full_page_section(setup: Setup, url: str) -> dict[str, Any]:
     generic = generic_plan_database(url)
     try:
         for plan, db in (("auto", setup.db), ("generic", generic)):
-            out[plan] = await full_pages(setup, AppContext(db, setup.runtime, Limits()), plan)
+            out[plan] = await full_pages(setup, AppContext(db, setup.runtime, shipped_settings()), plan)
     finally:
         await generic.dispose()
     return out

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+from pydantic import BaseModel
 from sqlalchemy import text
 
+from app.config import Settings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
@@ -22,7 +25,7 @@ from app.db.records import Principal
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.services.auth import AuthService
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from tests.helpers import ToolCaller
 
 MODEL_CACHE = Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", "~/.cache/synaptomind/models")).expanduser()
@@ -104,14 +107,37 @@ async def clean_database(database: Database) -> Database:
     return database
 
 
-@pytest.fixture
-def limits() -> Limits:
-    return Limits()
+Group = TypeVar("Group", bound=BaseModel)
+
+
+def settings_with(**groups: Mapping[str, Any]) -> Settings:
+    """The settings as shipped — no .env, and `no_developer_settings` removed the developer's SYNAPTO_* variables, so
+    call it from a test or a fixture, not at import — with some fields replaced, group by group:
+    `settings_with(search={"confidence": {"vector_floor": 0.2}}, previews={"ttl_seconds": 0})`. The values are not
+    checked, so a test can use one the settings refuse (a preview TTL of 0 tokens expire at once)."""
+    return _replaced(Settings(_env_file=None), groups)
+
+
+def _replaced(model: Group, fields: Mapping[str, Any]) -> Group:
+    unknown = set(fields) - set(type(model).model_fields)
+    assert not unknown, f"{type(model).__name__} has no {sorted(unknown)}"
+    update = {
+        name: _replaced(getattr(model, name), value) if isinstance(value, Mapping) else value
+        for name, value in fields.items()
+    }
+    return model.model_copy(update=update)
 
 
 @pytest.fixture
-async def app_context(clean_database: Database, embedding_runtime: EmbeddingRuntime, limits: Limits) -> AppContext:
-    return AppContext(clean_database, embedding_runtime, limits)
+def settings(request: pytest.FixtureRequest) -> Settings:
+    """`app_context`'s settings: the shipped ones, or — parametrized indirectly with settings_with's arguments —
+    some replaced: `@pytest.mark.parametrize("settings", [{"content": {"hard_limit": 10}}], indirect=True)`."""
+    return settings_with(**getattr(request, "param", {}))
+
+
+@pytest.fixture
+async def app_context(clean_database: Database, embedding_runtime: EmbeddingRuntime, settings: Settings) -> AppContext:
+    return AppContext(clean_database, embedding_runtime, settings)
 
 
 async def make_user(context: AppContext, name: str, role: Role) -> Principal:

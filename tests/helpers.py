@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,7 @@ from mcp_types import CallToolResult
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from app.config import Settings
 from app.db.records import Principal
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
@@ -66,6 +68,10 @@ class ToolCaller:
     def __init__(self, context: AppContext, principal: Principal) -> None:
         self.context = context
         self.principal = principal
+
+    def with_settings(self, settings: Settings) -> ToolCaller:
+        """The same user and database, under other settings (build them with conftest's `settings_with`)."""
+        return ToolCaller(dataclasses.replace(self.context, settings=settings), self.principal)
 
     async def __call__(self, tool: str, arguments: dict[str, Any]) -> Answer:
         return Answer(await dispatch(SPECS[tool], arguments, self.context, self.principal))

@@ -139,7 +139,7 @@ async def run_confirm_flow(flow: ConfirmFlow, args: Any, ctx: CallContext) -> To
     async with ctx.app.db.unit_of_work() as session:
         if flow.load is not None:
             state = await flow.load(args, ctx, session, state)
-        previews = PreviewService(session, ctx.app.limits.preview_ttl_seconds)
+        previews = PreviewService(session, ctx.app.settings.previews.ttl_seconds)
         if args.confirm:
             if flow.token:
                 bound = flow.bind(args, state)

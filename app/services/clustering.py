@@ -53,7 +53,7 @@ async def create_cluster(
     """A cluster thought over the members; a title is checked and embedded before the transaction."""
     title = (title or "").strip() or None
     if title is not None:
-        check_content(title, app.limits.content_hard, "title")
+        check_content(title, app.settings.content.hard_limit, "title")
     vectors = await app.embedding.embed_passages([title]) if title else None
     profile = app.embedding.profile
     async with app.db.unit_of_work() as session:
@@ -87,8 +87,8 @@ def auto_cluster_call(app: AppContext, min_similarity: float | None, min_members
     profile = app.embedding.profile
     if profile is None:
         raise unavailable("auto_cluster needs the embedder, which is not ready; retry shortly")
-    max_distance = min_similarity or app.limits.auto_cluster_distance or profile.auto_cluster_distance
-    return AutoClusterCall(max_distance, min_members or app.limits.auto_cluster_min_members, profile.model_id)
+    max_distance = min_similarity or app.settings.auto_cluster.min_similarity or profile.auto_cluster_distance
+    return AutoClusterCall(max_distance, min_members or app.settings.auto_cluster.min_members, profile.model_id)
 
 
 async def plan_auto_cluster(
@@ -112,6 +112,6 @@ async def run_auto_cluster(
 async def _auto_groups(
     app: AppContext, service: ClusterService, call: AutoClusterCall
 ) -> tuple[list[ClusterGroup], int]:
-    probe = NeighbourProbe(app.db, app.limits.auto_cluster_probe_workers)
-    min_age_days = app.limits.auto_cluster_min_age_days
+    probe = NeighbourProbe(app.db, app.settings.auto_cluster.probe_workers)
+    min_age_days = app.settings.auto_cluster.min_age_days
     return await service.auto_groups(call.max_distance, call.min_members, min_age_days, call.model_id, probe)

@@ -11,12 +11,11 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import timedelta
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from app.config import DecaySettings, Settings
 from app.db.engine import Database, is_unavailable
 from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
@@ -26,18 +25,11 @@ from app.services.proposals import expire_due_proposals
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class JobSettings:
-    decay_rate: float = 0.95
-    decay_interval: timedelta = timedelta(days=1)
-    tick_seconds: float = 60.0
-
-
 async def _locked(session: AsyncSession, key: int) -> bool:
     return bool((await session.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key})).scalar())
 
 
-async def decay_importance(db: Database, settings: JobSettings, force: bool = False) -> int | None:
+async def decay_importance(db: Database, decay: DecaySettings, force: bool = False) -> int | None:
     """Multiply importance by the rate for thoughts not hit in the last day; None when it was not due.
 
     The rows are decayed DECAY_BATCH at a time, each batch its own transaction: at 100 k thoughts a single
@@ -51,15 +43,15 @@ async def decay_importance(db: Database, settings: JobSettings, force: bool = Fa
         if not locked:
             return None
         try:
-            return await _decay_in_batches(connection, settings, force)
+            return await _decay_in_batches(connection, decay, force)
         finally:
             await connection.rollback()
             await connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": DECAY_LOCK_KEY})
             await connection.commit()
 
 
-async def _decay_in_batches(connection: AsyncConnection, settings: JobSettings, force: bool) -> int | None:
-    seconds = settings.decay_interval.total_seconds()
+async def _decay_in_batches(connection: AsyncConnection, decay: DecaySettings, force: bool) -> int | None:
+    seconds = decay.interval_hours * 3600
     if not force and not (await connection.execute(_DECAY_DUE, {"seconds": seconds})).scalar():
         return None
     event_id = new_id()
@@ -70,7 +62,7 @@ async def _decay_in_batches(connection: AsyncConnection, settings: JobSettings, 
         batch = [
             row.id
             for row in await connection.execute(
-                _DECAY_BATCH_SQL, {"rate": settings.decay_rate, "after": after, "batch": DECAY_BATCH}
+                _DECAY_BATCH_SQL, {"rate": decay.rate, "after": after, "batch": DECAY_BATCH}
             )
         ]
         await connection.commit()
@@ -130,27 +122,27 @@ async def refresh_thought_estimates(db: Database) -> int:
         return int(getattr(result, "rowcount", 0) or 0)
 
 
-async def _decay(db: Database, settings: JobSettings) -> None:
-    decayed = await decay_importance(db, settings)
+async def _decay(db: Database, settings: Settings) -> None:
+    decayed = await decay_importance(db, settings.decay)
     if decayed:
         logger.info("importance decay applied to %d thought(s)", decayed)
 
 
-async def _expiry(db: Database, _settings: JobSettings) -> None:
+async def _expiry(db: Database, _settings: Settings) -> None:
     expired = await expire_housekeeping(db)
     if expired:
         logger.info("%d pending proposal(s) expired", expired)
 
 
-async def _counts(db: Database, _settings: JobSettings) -> None:
+async def _counts(db: Database, _settings: Settings) -> None:
     await refresh_thought_estimates(db)
 
 
-async def _project_indexes(db: Database, _settings: JobSettings) -> None:
+async def _project_indexes(db: Database, _settings: Settings) -> None:
     await reconcile_project_indexes(db)  # after the counts it decides by
 
 
-_JOBS: tuple[tuple[str, Callable[[Database, JobSettings], Awaitable[None]]], ...] = (
+_JOBS: tuple[tuple[str, Callable[[Database, Settings], Awaitable[None]]], ...] = (
     ("importance decay", _decay),
     ("project counts", _counts),
     ("project vector indexes", _project_indexes),
@@ -158,7 +150,7 @@ _JOBS: tuple[tuple[str, Callable[[Database, JobSettings], Awaitable[None]]], ...
 )
 
 
-async def run_jobs_tick(db: Database, settings: JobSettings) -> None:
+async def run_jobs_tick(db: Database, settings: Settings) -> None:
     """Every job once. One that fails is logged and does not keep the others from running; a database outage
     ends the tick (the rest would fail alike)."""
     for name, job in _JOBS:
@@ -171,14 +163,14 @@ async def run_jobs_tick(db: Database, settings: JobSettings) -> None:
                 logger.warning(
                     "background jobs: database unavailable (%s); retrying in %.0fs",
                     type(error).__name__,
-                    settings.tick_seconds,
+                    settings.jobs.tick_seconds,
                 )
                 return
-            logger.exception("background job %r failed; retrying in %.0fs", name, settings.tick_seconds)
+            logger.exception("background job %r failed; retrying in %.0fs", name, settings.jobs.tick_seconds)
 
 
-async def run_jobs_loop(db: Database, settings: JobSettings) -> None:
-    """Runs until cancelled, a tick every `settings.tick_seconds`."""
+async def run_jobs_loop(db: Database, settings: Settings) -> None:
+    """Runs until cancelled, a tick every `settings.jobs.tick_seconds`."""
     while True:
         await run_jobs_tick(db, settings)
-        await asyncio.sleep(settings.tick_seconds)
+        await asyncio.sleep(settings.jobs.tick_seconds)

@@ -59,7 +59,7 @@ def _shape(row: Any) -> dict[str, Any]:
 
 async def primer_page(app: AppContext) -> tuple[list[dict[str, Any]], int]:
     """The most-hit primers up to the configured cap, and how many there are in all."""
-    cap = app.limits.primer_list_cap
+    cap = app.settings.primer.list_cap
     async with app.db.unit_of_work() as session:
         service = PrimerService(session)
         rows = await service.list(cap)

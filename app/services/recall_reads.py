@@ -36,18 +36,17 @@ Links = dict[uuid.UUID, list[UrlLinkRecord]]
 def calibration(app: AppContext) -> Calibration:
     """The configured floors, else the active model's measured ones."""
     profile = app.embedding.profile
-    limits = app.limits
+    floors = app.settings.search.confidence
     unrelated = (
-        limits.unrelated_floor if limits.unrelated_floor is not None else (profile.unrelated_floor if profile else 0.8)
+        floors.unrelated_floor if floors.unrelated_floor is not None else (profile.unrelated_floor if profile else 0.8)
     )
-    strong = limits.vector_floor if limits.vector_floor is not None else (profile.vector_floor if profile else 0.9)
+    strong = floors.vector_floor if floors.vector_floor is not None else (profile.vector_floor if profile else 0.9)
     return Calibration(unrelated, strong)
 
 
 def search_service(session: AsyncSession, app: AppContext, count_hits: bool = True) -> SearchService:
-    hits = HitService(session, app.limits.primer_threshold) if count_hits else None
-    limits = app.limits
-    return SearchService(session, app.embedding, calibration(app), limits.default_min_relevance, hits, limits.bm25)
+    hits = HitService(session, app.settings.primer.promote_threshold) if count_hits else None
+    return SearchService(session, app.embedding, calibration(app), app.settings.search, hits)
 
 
 def scoped_filter(scope: ReadScope, status: str, **filters: Any) -> ThoughtFilter:
@@ -187,7 +186,7 @@ async def context(app: AppContext, request: ContextRequest) -> ContextResult:
             upstream, downstream = await GraphService(session).neighbourhood(thought.id, request.max_edges)
             neighbours = [n.thought.id for n in [*upstream, *downstream]]
             # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
-            await HitService(session, app.limits.primer_threshold).record([thought.id, *neighbours])
+            await HitService(session, app.settings.primer.promote_threshold).record([thought.id, *neighbours])
             links = await _links(session, request.include_url_links, [thought.id, *neighbours])
     finally:
         vector.cancel()
@@ -205,8 +204,8 @@ class GetResult:
 
 async def get(app: AppContext, thought_id: uuid.UUID, include_edges: bool, include_url_links: bool) -> GetResult:
     async with app.db.unit_of_work() as session:
-        hits = HitService(session, app.limits.primer_threshold)
-        found = await RecallService(session, hits).get(thought_id, include_edges, app.limits.graph_max_degree)
+        hits = HitService(session, app.settings.primer.promote_threshold)
+        found = await RecallService(session, hits).get(thought_id, include_edges, app.settings.graph.max_degree)
         ids = [found.thought.id, *(n.thought.id for n in [*found.upstream, *found.downstream])]
         links = await _links(session, include_url_links, ids)
     return GetResult(found, links)

@@ -148,7 +148,7 @@ async def record_reflection(
         path = normalize_path(cwd or "")
         resolved = await projects.find_for_path(path) if path else None
         project = resolved or await projects.ensure_default()
-        counts = await ReflectionService(session, principal, app.limits.slot_max_chars).reflect(
+        counts = await ReflectionService(session, principal, app.settings.slots.default_max_chars).reflect(
             data,
             resolved.id if resolved else None,
             project,

@@ -202,12 +202,12 @@ async def candidate_page(
     offset: int,
 ) -> CandidatePage:
     """A page of retention candidates, every project; each filter left out falls back to its setting."""
-    limits = app.limits
+    defaults = app.settings.retention_review
     rule = RetentionRule(
-        min_age_days or limits.retention_min_age_days,
-        limits.retention_importance_floor if importance_floor is None else importance_floor,
+        min_age_days or defaults.min_age_days,
+        defaults.importance_floor if importance_floor is None else importance_floor,
     )
-    size = limit or limits.retention_page_size
+    size = limit or defaults.page_size
     async with app.db.unit_of_work() as session:
         rows, total = await RetentionService(session, principal).candidates(rule, size, offset)
     return CandidatePage(list(rows), total, size)

@@ -12,8 +12,9 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.config import SearchSettings
 from app.db.records import ThoughtRecord
-from app.db.repositories.search import Bm25, LegRow, LexicalLeg, PageRow, SearchRepository
+from app.db.repositories.search import LegRow, LexicalLeg, PageRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.embedder import Vector
 from app.embedding.runtime import EmbeddingRuntime
@@ -138,16 +139,15 @@ class SearchService:
         session: AsyncSession,
         embedding: EmbeddingRuntime,
         calibration: Calibration,
-        default_min_relevance: float,
+        settings: SearchSettings,
         hits: HitService | None,
-        bm25: Bm25,
     ) -> None:
         self.repo = SearchRepository(session)
         self.embedding = embedding
         self.calibration = calibration
-        self.default_gate = default_min_relevance
+        self.default_gate = settings.default_min_relevance
         self.hits = hits
-        self.bm25 = bm25
+        self.bm25 = settings.bm25
 
     async def search(self, query: SearchQuery) -> SearchOutcome:
         outcome = await self._search(query)

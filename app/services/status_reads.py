@@ -21,7 +21,7 @@ async def read_slots(
     async with app.db.unit_of_work() as session:
         scope = await resolve_read_scope(ProjectRepository(session), cwd)
         project_id = scope.project.id if scope.project else None
-        views = await SlotService(session, app.limits.slot_max_chars).read_all(
+        views = await SlotService(session, app.settings.slots.default_max_chars).read_all(
             project_id, limit or DEFAULT_PENDING_PAGE, offset
         )
     return scope, views

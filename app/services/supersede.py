@@ -253,7 +253,7 @@ async def merge_request(
     cwd: str | None,
 ) -> MergeRequest:
     if content is not None:
-        check_content(content, app.limits.content_hard, "merged_content")
+        check_content(content, app.settings.content.hard_limit, "merged_content")
     vectors = await app.embedding.embed_passages([content]) if content else None
     return MergeRequest(source_id, target_id, content, tags, cwd, vectors)
 
@@ -287,7 +287,7 @@ async def _merge_values(
     """The merged content and tags as given, and the cwd's project when it is not the target's."""
     values: dict[str, Any] = {}
     if request.content is not None:
-        values["content"] = check_content(request.content, app.limits.content_hard, "merged_content")
+        values["content"] = check_content(request.content, app.settings.content.hard_limit, "merged_content")
     if request.tags is not None:
         values["tags"] = normalize_tags(request.tags, "merged_tags")
     path = normalize_path(request.cwd or "")

@@ -56,7 +56,7 @@ async def create(app: AppContext, principal: Principal, row: NewThought, cwd: st
         [outcome] = await StoreService(session, principal).create_many(project, [row], vectors, model_id)
         if outcome.error is not None:
             raise outcome.error
-    return Written([outcome], scope, soft_limit_warnings([row.content], app.limits.content_soft))
+    return Written([outcome], scope, soft_limit_warnings([row.content], app.settings.content.soft_limit))
 
 
 async def update(app: AppContext, principal: Principal, thought_id: uuid.UUID, changes: dict[str, Any]) -> Written:
@@ -65,7 +65,7 @@ async def update(app: AppContext, principal: Principal, thought_id: uuid.UUID, c
         check_status(changes["status"])
     vector, model_id = None, None
     if "content" in changes:
-        check_content(changes["content"], app.limits.content_hard)
+        check_content(changes["content"], app.settings.content.hard_limit)
         vectors = await app.embedding.embed_passages([changes["content"]])
         if vectors and app.embedding.profile:
             vector, model_id = vectors[0], app.embedding.profile.model_id
@@ -76,7 +76,8 @@ async def update(app: AppContext, principal: Principal, thought_id: uuid.UUID, c
         target = await ProjectRepository(session).find_for_path(path) if path else None
         if target is not None:  # a registered cwd: the thought now lives there, say so like create does
             scope = scope_of(target)
-    warnings = soft_limit_warnings([changes["content"]], app.limits.content_soft) if "content" in changes else []
+    soft_limit = app.settings.content.soft_limit
+    warnings = soft_limit_warnings([changes["content"]], soft_limit) if "content" in changes else []
     return Written([RowOutcome(0, thought, None)], scope, warnings)
 
 
@@ -99,4 +100,5 @@ async def bulk_create(
         project, scope = await resolve_write_project(ProjectRepository(session), cwd)
         store = StoreService(session, principal)
         outcomes = await store.create_many(project, rows, vectors, model_id, app.embedding if pipelined else None)
-    return Written(outcomes, scope, soft_limit_warnings([row.content for _, row in valid], app.limits.content_soft))
+    warnings = soft_limit_warnings([row.content for _, row in valid], app.settings.content.soft_limit)
+    return Written(outcomes, scope, warnings)

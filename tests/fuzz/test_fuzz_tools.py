@@ -30,9 +30,9 @@ from app.db.models import Base, Role
 from app.db.records import Principal
 from app.embedding.runtime import EmbeddingRuntime
 from app.mcp.registry import dispatch
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from tests.conftest import TABLES as ALL_TABLES
-from tests.conftest import make_user
+from tests.conftest import make_user, settings_with
 from tests.fuzz.conftest import PROFILE
 from tests.fuzz.strategies import DRIVER_MARKERS, SPECS, TOOL_NAMES, Ref, noise, resolve, tool_call
 from tests.helpers import ToolCaller
@@ -135,7 +135,7 @@ async def world(database: Database, embedding_runtime: EmbeddingRuntime) -> Worl
     """One seeded database for the whole module: every tool's examples run against what the others left."""
     async with database.unit_of_work() as session:
         await session.execute(text(f"TRUNCATE {ALL_TABLES} RESTART IDENTITY CASCADE"))
-    context = AppContext(database, embedding_runtime, Limits())
+    context = AppContext(database, embedding_runtime, settings_with())
     admin = ToolCaller(context, await make_user(context, "fuzz-admin", Role.admin))
     writer = ToolCaller(context, await make_user(context, "fuzz-writer", Role.writer))
     ids = await seed(admin, writer)

@@ -136,5 +136,5 @@ def degraded_caller(caller: ToolCaller, cache_dir: Path) -> ToolCaller:
     """The same database and user, behind an EmbeddingRuntime that never loaded a model (embedder down)."""
     runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=cache_dir))
     assert not runtime.available
-    context = AppContext(caller.context.db, runtime, caller.context.limits)
+    context = AppContext(caller.context.db, runtime, caller.context.settings)
     return ToolCaller(context, caller.principal)

@@ -22,7 +22,7 @@ from sqlalchemy import text
 from app.db.engine import Database, build_engine
 from app.db.repositories.thoughts import ThoughtRepository
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from tests.helpers import Answer, ToolCaller, execute
 
 REPLICAS = 4
@@ -36,7 +36,9 @@ async def replicas(
     """The writer as seen through REPLICAS independent app contexts (own engine and pool each)."""
     databases = [Database(build_engine(database_url, pool_size=4)) for _ in range(REPLICAS)]
     try:
-        yield [ToolCaller(AppContext(db, embedding_runtime, Limits()), writer.principal) for db in databases]
+        yield [
+            ToolCaller(AppContext(db, embedding_runtime, writer.context.settings), writer.principal) for db in databases
+        ]
     finally:
         for db in databases:
             await db.dispose()

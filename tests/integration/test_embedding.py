@@ -12,6 +12,7 @@ import pytest
 from pgvector import Vector as PgVector
 from sqlalchemy import func, insert, select, text, update
 
+from app.config import Settings
 from app.db.engine import Database, build_engine
 from app.db.locks import BACKFILL_LOCK_KEY
 from app.db.models import Role, Thought
@@ -22,7 +23,7 @@ from app.embedding.profiles import E5_SMALL, OFFLINE_DIR_NAME, OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
 from app.ids import new_id
 from app.services.auth import AuthService
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from app.services.reembed import reembed_all
 from tests.conftest import MODEL_CACHE
 from tests.helpers import ToolCaller
@@ -53,11 +54,11 @@ def _cosine(a: Any, b: Any) -> float:
 
 
 @pytest.fixture
-async def unloaded(clean_database: Database, limits: Limits) -> AppContext:
+async def unloaded(clean_database: Database, settings: Settings) -> AppContext:
     """A service whose embedder never loaded (state `loading`): writes must not wait for it."""
     runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
     assert runtime.state == "loading" and runtime.embedder is None
-    return AppContext(clean_database, runtime, limits)
+    return AppContext(clean_database, runtime, settings)
 
 
 # ---------------------------------------------------------------- stored vectors
@@ -163,7 +164,7 @@ async def test_the_advisory_lock_admits_one_backfill_at_a_time(
 
 
 async def test_reembed_waits_for_a_busy_backfill_instead_of_stopping_short(
-    database_url: str, writer: ToolCaller, limits: Limits
+    database_url: str, writer: ToolCaller, settings: Settings
 ) -> None:
     await writer.ok(
         "memory_store", {"action": "bulk_create", "thoughts": [{"content": content} for content in CONTENTS]}
@@ -171,7 +172,7 @@ async def test_reembed_waits_for_a_busy_backfill_instead_of_stopping_short(
     async with writer.context.db.unit_of_work() as session:
         await session.execute(update(Thought).values(embedding=[1.0] + [0.0] * 383, embedding_model="old/model"))
     runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
-    context = AppContext(Database(build_engine(database_url, pool_size=2)), runtime, limits)  # reembed disposes it
+    context = AppContext(Database(build_engine(database_url, pool_size=2)), runtime, settings)  # reembed disposes it
     async with writer.context.db.unit_of_work() as holder:  # a serving replica's backfill holds the lock
         await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": BACKFILL_LOCK_KEY})
         task = asyncio.create_task(reembed_all(context, batch_size=2, retry_seconds=0.05))

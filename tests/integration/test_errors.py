@@ -21,8 +21,9 @@ from app.mcp import wire
 from app.mcp.registry import build_input_schema, dispatch
 from app.mcp.tools import guide
 from app.mcp.tools.catalog import ALL_SPECS
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from app.services.recall import RecallService
+from tests.conftest import settings_with
 from tests.contract import CONTRACT_ACTIONS
 from tests.helpers import SPECS, Answer, ToolCaller, snapshot
 
@@ -326,7 +327,7 @@ async def test_an_unexpected_exception_mid_write_rolls_the_call_back(
 @pytest.fixture
 async def unreachable(embedding_runtime: EmbeddingRuntime) -> AsyncIterator[AppContext]:
     database = Database(build_engine("postgresql+asyncpg://x@127.0.0.1:1/x", pool_size=1))
-    yield AppContext(database, embedding_runtime, Limits())
+    yield AppContext(database, embedding_runtime, settings_with())
     await database.dispose()
 
 

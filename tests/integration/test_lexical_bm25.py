@@ -12,8 +12,9 @@ from typing import Any
 
 from sqlalchemy import text
 
+from app.config import Bm25Settings
 from app.db.models import ThoughtStatus
-from app.db.repositories.search import Bm25, SearchRepository
+from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.services.context import AppContext
 from app.services.health import HealthService
@@ -104,7 +105,7 @@ async def _query_lexemes(context: AppContext, query: str) -> list[str]:
 async def _leg(context: AppContext, query: str, where: ThoughtFilter) -> list[Any]:
     """The first 10 rows of the leg as a search with limit 10 runs it (a pool of 100)."""
     async with context.db.unit_of_work() as session:
-        return (await SearchRepository(session).lexical_leg(query, where, 100, Bm25(K1, B))).rows[:10]
+        return (await SearchRepository(session).lexical_leg(query, where, 100, Bm25Settings(k1=K1, b=B))).rows[:10]
 
 
 async def test_the_leg_ranks_as_a_plain_bm25_over_the_same_lexemes(app_context: AppContext) -> None:

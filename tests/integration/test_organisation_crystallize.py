@@ -451,7 +451,7 @@ async def test_auto_cluster_refusals_write_nothing(writer: ToolCaller) -> None:
 
 async def test_auto_cluster_without_an_embedder_is_unavailable(writer: ToolCaller) -> None:
     runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
-    context = AppContext(writer.context.db, runtime, writer.context.limits)
+    context = AppContext(writer.context.db, runtime, writer.context.settings)
     principal: Principal = writer.principal
     answer = await ToolCaller(context, principal)("memory_crystallize", {"action": "auto_cluster"})
     assert answer.error == {

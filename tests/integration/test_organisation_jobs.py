@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
+from app.config import DecaySettings
 from app.db.engine import Database
 from app.db.locks import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
 from app.services import jobs
-from app.services.jobs import JobSettings, decay_importance, expire_housekeeping
+from app.services.jobs import decay_importance, expire_housekeeping
+from tests.conftest import settings_with
 from tests.helpers import ToolCaller
 
 
@@ -57,25 +58,25 @@ async def test_decay_multiplies_importance_of_thoughts_not_hit_in_a_day_once_per
     await hit(db, stale_hit, 48)
     await execute(db, "UPDATE thought SET status = 'archived', archived_at = now() WHERE id = :id", id=archived)
     await execute(db, "UPDATE thought SET importance = 0.8 WHERE id = :id", id=stale_hit)
-    settings = JobSettings(decay_rate=0.5, decay_interval=timedelta(hours=24))
+    decay = DecaySettings(rate=0.5, interval_hours=24)
 
-    assert await decay_importance(db, settings) == 2
+    assert await decay_importance(db, decay) == 2
     assert [await importance(db, t) for t in (idle, recent, stale_hit, archived)] == [0.5, 1.0, 0.4, 1.0]
     assert await rows(
         db, "SELECT user_id, details FROM audit_event WHERE tool = 'jobs' AND action = 'importance_decay'"
     ) == [(None, {"decayed": 2})]
 
     # a second run inside the interval does nothing
-    assert await decay_importance(db, settings) is None
+    assert await decay_importance(db, decay) is None
     assert [await importance(db, t) for t in (idle, recent, stale_hit, archived)] == [0.5, 1.0, 0.4, 1.0]
 
     # once the interval has passed it runs again
     await execute(db, "UPDATE audit_event SET created_at = now() - interval '25 hours' WHERE tool = 'jobs'")
-    assert await decay_importance(db, settings) == 2
+    assert await decay_importance(db, decay) == 2
     assert [await importance(db, t) for t in (idle, stale_hit)] == [0.25, 0.2]
-    assert await decay_importance(db, settings) is None
+    assert await decay_importance(db, decay) is None
     # `force` ignores the interval (the CLI/bench path), never the lock
-    assert await decay_importance(db, settings, force=True) == 2
+    assert await decay_importance(db, decay, force=True) == 2
 
 
 async def test_decay_skips_while_another_transaction_holds_its_lock(writer: ToolCaller) -> None:
@@ -83,11 +84,11 @@ async def test_decay_skips_while_another_transaction_holds_its_lock(writer: Tool
     idle = await thought(writer, "A thought nobody recalls")
     async with db.unit_of_work() as holder:
         await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": DECAY_LOCK_KEY})
-        assert await decay_importance(db, JobSettings(), force=True) is None
+        assert await decay_importance(db, DecaySettings(), force=True) is None
     assert await importance(db, idle) == 1.0
     assert await rows(db, "SELECT count(*) FROM audit_event WHERE tool = 'jobs'") == [(0,)]
     # released with the transaction: the next run goes ahead
-    assert await decay_importance(db, JobSettings()) == 1
+    assert await decay_importance(db, DecaySettings()) == 1
     assert await importance(db, idle) == 0.95
 
 
@@ -143,7 +144,7 @@ async def test_expiry_skips_while_another_transaction_holds_its_lock(writer: Too
     async with db.unit_of_work() as holder:
         await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": EXPIRY_LOCK_KEY})
         assert await expire_housekeeping(db) == 0
-        assert await decay_importance(db, JobSettings()) == 2  # another job's lock does not block this one
+        assert await decay_importance(db, DecaySettings()) == 2  # another job's lock does not block this one
     assert await statuses(db) == {due: "pending"}
     assert await expire_housekeeping(db) == 1
     assert await statuses(db) == {due: "expired"}
@@ -154,7 +155,7 @@ async def test_decay_runs_in_batches_and_records_the_total(writer: ToolCaller, m
     db = writer.context.db
     idle = [await thought(writer, f"Idle thought number {n}") for n in range(5)]
     monkeypatch.setattr(jobs, "DECAY_BATCH", 2)
-    assert await decay_importance(db, JobSettings(decay_rate=0.5)) == 5
+    assert await decay_importance(db, DecaySettings(rate=0.5)) == 5
     assert [await importance(db, t) for t in idle] == [0.5] * 5
     assert await rows(db, "SELECT details FROM audit_event WHERE tool = 'jobs' AND action = 'importance_decay'") == [
         ({"decayed": 5},)
@@ -176,7 +177,7 @@ async def _tick_failing_at(monkeypatch: pytest.MonkeyPatch, db: Database, job: s
 
     monkeypatch.setattr(jobs, job, failing)
     monkeypatch.setattr(jobs, "expire_housekeeping", expiry)
-    await jobs.run_jobs_tick(db, JobSettings())
+    await jobs.run_jobs_tick(db, settings_with())
     return ran
 
 

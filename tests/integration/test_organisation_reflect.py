@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 
 from app.services.slots import SlotService
+from tests.conftest import settings_with
 from tests.contract import COMPACT_THOUGHT_KEYS
 from tests.helpers import ToolCaller, execute, rows, snapshot
 
@@ -79,8 +79,7 @@ async def test_summary_appends_a_timestamped_line_to_project_context(writer: Too
 
 
 async def test_summary_keeps_the_newest_text_when_cut(writer: ToolCaller) -> None:
-    limits = dataclasses.replace(writer.context.limits, slot_max_chars=120)
-    small = ToolCaller(dataclasses.replace(writer.context, limits=limits), writer.principal)
+    small = writer.with_settings(settings_with(slots={"default_max_chars": 120}))
     await project(writer, "Notes")
     for n in range(6):
         await reflect(small, summary=f"session number {n} went fine", cwd="/srv/notes")

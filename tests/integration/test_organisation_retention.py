@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from app.ids import new_id
+from tests.conftest import settings_with
 from tests.contract import FULL_THOUGHT_KEYS
 from tests.helpers import ToolCaller, execute, rows, snapshot
 
@@ -166,10 +166,8 @@ async def test_list_filters_page_and_cut_content(reader: ToolCaller, writer: Too
 
 async def test_list_defaults_come_from_the_settings(writer: ToolCaller) -> None:
     ids = await candidate_world(writer)
-    limits = dataclasses.replace(
-        writer.context.limits, retention_min_age_days=8, retention_importance_floor=0.55, retention_page_size=3
-    )
-    tuned = ToolCaller(dataclasses.replace(writer.context, limits=limits), writer.principal)
+    review = {"min_age_days": 8, "importance_floor": 0.55, "page_size": 3}
+    tuned = writer.with_settings(settings_with(retention_review=review))
     answer = await tuned.ok("retention_review", {"action": "list"})
     assert answer.meta["counts"] == {"limit": 3, "offset": 0, "total": 9, "returned": 3, "filtered_out": 6}
     every = await tuned.ok("retention_review", {"action": "list", "limit": 100})

@@ -77,7 +77,7 @@ async def put_slot(caller: ToolCaller, name: str, project_id: str | None, conten
 def unloaded_caller(caller: ToolCaller) -> ToolCaller:
     """The same user on a service whose embedder never loaded."""
     runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
-    return ToolCaller(AppContext(caller.context.db, runtime, caller.context.limits), caller.principal)
+    return ToolCaller(AppContext(caller.context.db, runtime, caller.context.settings), caller.principal)
 
 
 # ---------------------------------------------------------------- slots
@@ -303,9 +303,7 @@ async def test_frontier_content_short_and_the_limit_range(writer: ToolCaller) ->
 async def test_config_is_raw_text_mirrored_in_item_text_with_the_password_masked(writer: ToolCaller) -> None:
     url = "postgresql+asyncpg://synapto:s3cret-pass@db.internal:5432/memory"
     settings = Settings(_env_file=None, database_url=url)
-    context = AppContext(
-        writer.context.db, writer.context.embedding, writer.context.limits, settings_view(settings, url)
-    )
+    context = AppContext(writer.context.db, writer.context.embedding, settings, settings_view(settings, url))
     answer = await ToolCaller(context, writer.principal)("memory_status", {"action": "config"})
     assert not answer.is_error
     raw = answer.raw.content[0].text  # type: ignore[union-attr]

@@ -7,7 +7,6 @@ every refusal says which rule failed and writes nothing.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import uuid
 from typing import Any
 
@@ -15,9 +14,8 @@ import pytest
 from sqlalchemy import text
 
 from app.db.models import Role
-from app.services.context import Limits
 from app.services.previews import PreviewService
-from tests.conftest import make_user
+from tests.conftest import make_user, settings_with
 from tests.helpers import Answer, ToolCaller, snapshot
 
 HINT = "call memory_manage action=delete with the same arguments and no confirm to preview it and get a fresh token"
@@ -128,7 +126,7 @@ async def test_confirm_with_an_expired_token(admin: ToolCaller, doomed: str) -> 
 
 
 async def test_a_token_expires_after_the_configured_ttl(admin: ToolCaller, doomed: str) -> None:
-    short = ToolCaller(dataclasses.replace(admin.context, limits=Limits(preview_ttl_seconds=0)), admin.principal)
+    short = admin.with_settings(settings_with(previews={"ttl_seconds": 0}))
     token = await preview(short, doomed)
     await assert_refused(short, doomed, token, f"preview_token {token} has expired — {HINT}", 409)
 

@@ -3,7 +3,6 @@ confirm, the thought untouched, idempotent), token rules, audit, readers."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import uuid
 from collections.abc import Sequence
@@ -12,9 +11,9 @@ from typing import Any
 from sqlalchemy import text
 
 from app.db.models import Role
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from app.services.hits import HitService
-from tests.conftest import make_user
+from tests.conftest import make_user, settings_with
 from tests.helpers import Answer, ToolCaller, snapshot
 
 TOOL = "memory_primers"
@@ -112,7 +111,7 @@ async def test_the_list_is_capped(writer: ToolCaller) -> None:
     ids = await thoughts(writer, 3)
     for thought_id, times in zip(ids, (5, 6, 7), strict=True):
         await recall(writer, thought_id, times)
-    capped = ToolCaller(dataclasses.replace(writer.context, limits=Limits(primer_list_cap=2)), writer.principal)
+    capped = writer.with_settings(settings_with(primer={"list_cap": 2}))
     answer = await primers(capped)
     assert [row["thought_id"] for row in answer.items] == [ids[2], ids[1]]
     assert answer.meta == meta("list", 2, total=3)  # the cap drops the least-hit one and says so
@@ -232,7 +231,7 @@ async def test_counting_hits_relaxes_only_its_own_commit(writer: ToolCaller) -> 
     [thought_id] = await thoughts(writer, 1)
     async with writer.context.db.unit_of_work() as session:
         assert (await session.execute(text("SHOW synchronous_commit"))).scalar_one() == "on"
-        await HitService(session, Limits().primer_threshold).record([uuid.UUID(thought_id)])
+        await HitService(session, writer.context.settings.primer.promote_threshold).record([uuid.UUID(thought_id)])
         assert (await session.execute(text("SHOW synchronous_commit"))).scalar_one() == "off"
     [(setting,)] = await rows(writer.context, "SHOW synchronous_commit")
     [(count,)] = await rows(writer.context, "SELECT hit_count FROM thought_hit")

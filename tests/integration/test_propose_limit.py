@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-
+from tests.conftest import settings_with
 from tests.helpers import ToolCaller
 
 
@@ -14,7 +13,6 @@ async def test_propose_content_is_held_to_the_configured_hard_limit(writer: Tool
         "Invalid argument 'content' for memory_status action=propose: String should have at most 720 characters"
     )
     await writer.ok("memory_status", {"action": "propose", "content": "x" * 720})
-    limits = dataclasses.replace(writer.context.limits, content_hard=10)
-    small = ToolCaller(dataclasses.replace(writer.context, limits=limits), writer.principal)
+    small = writer.with_settings(settings_with(content={"hard_limit": 10}))
     refused = await small("memory_status", {"action": "propose", "content": "x" * 11})
     assert refused.text.endswith("String should have at most 10 characters")

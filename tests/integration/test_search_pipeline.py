@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import text
 
 from app.db.repositories.search import SearchRepository
-from app.services.context import Limits
 from tests.conftest import MODEL_CACHE
 from tests.helpers import ToolCaller
 from tests.integration.search_support import (
@@ -271,8 +270,10 @@ async def test_relevance_uses_the_active_profile_floors(writer: ToolCaller, read
     assert any(0.0 < value < 1.0 for value in relevances)  # and the linear part
 
 
-@pytest.mark.parametrize("limits", [Limits(unrelated_floor=0.05, vector_floor=0.25)])
-async def test_relevance_follows_overridden_floors(writer: ToolCaller, reader: ToolCaller, limits: Limits) -> None:
+@pytest.mark.parametrize(
+    "settings", [{"search": {"confidence": {"unrelated_floor": 0.05, "vector_floor": 0.25}}}], indirect=True
+)
+async def test_relevance_follows_overridden_floors(writer: ToolCaller, reader: ToolCaller) -> None:
     ids = await seed_corpus(writer)
     answer = await search(reader, PARAPHRASE_OF_LUNCH, compact=False, min_relevance=0)
     _relevance_matches(answer.items, 0.05, 0.25)

@@ -57,7 +57,7 @@ async def test_auto_cluster_plans_then_creates_the_groups_it_planned(
     assert app_context.embedding.profile is not None
     assert call == clustering.AutoClusterCall(
         app_context.embedding.profile.auto_cluster_distance,
-        app_context.limits.auto_cluster_min_members,
+        app_context.settings.auto_cluster.min_members,
         app_context.embedding.profile.model_id,
     )
     async with app_context.db.unit_of_work() as session:

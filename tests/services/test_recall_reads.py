@@ -10,9 +10,10 @@ import pytest
 
 from app.errors import AppError
 from app.services import recall_reads, search
-from app.services.context import AppContext, Limits
+from app.services.context import AppContext
 from app.services.recall_reads import ContextRequest, PageRequest, SearchRequest, calibration
 from app.services.relevance import Calibration
+from tests.conftest import settings_with
 from tests.helpers import ToolCaller
 from tests.integration.search_support import create, hit_count, link, make_cluster, register
 
@@ -96,7 +97,8 @@ async def test_context_without_a_match_or_with_a_missing_id(writer: ToolCaller, 
 
 
 def test_configured_floors_override_the_model_profile(app_context: AppContext) -> None:
-    tuned = dataclasses.replace(app_context, limits=Limits(unrelated_floor=0.1, vector_floor=0.2))
+    floors = {"confidence": {"unrelated_floor": 0.1, "vector_floor": 0.2}}
+    tuned = dataclasses.replace(app_context, settings=settings_with(search=floors))
     assert calibration(tuned) == Calibration(0.1, 0.2)
     profile = app_context.embedding.profile
     expected = Calibration(profile.unrelated_floor, profile.vector_floor) if profile else Calibration(0.8, 0.9)

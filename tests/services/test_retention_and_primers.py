@@ -16,14 +16,15 @@ from app.services.context import AppContext
 from app.services.hits import HitService
 from app.services.primers import PrimerService, primer_page
 from app.services.retention import RetentionService, Summary, candidate_page, embedded_summary
+from tests.conftest import settings_with
 from tests.helpers import ToolCaller
 from tests.integration.search_support import archive, create, link, register, rows
 
 
 async def test_the_candidate_page_falls_back_to_the_settings(writer: ToolCaller, app_context: AppContext) -> None:
     page = await candidate_page(app_context, writer.principal, None, None, None, 0)
-    assert page.limit == app_context.limits.retention_page_size and page.rows == [] and page.total == 0
-    tuned = dataclasses.replace(app_context, limits=dataclasses.replace(app_context.limits, retention_page_size=3))
+    assert page.limit == app_context.settings.retention_review.page_size and page.rows == [] and page.total == 0
+    tuned = dataclasses.replace(app_context, settings=settings_with(retention_review={"page_size": 3}))
     assert (await candidate_page(tuned, writer.principal, 5, 0.5, None, 0)).limit == 3
     assert (await candidate_page(tuned, writer.principal, 5, 0.5, 7, 0)).limit == 7
 

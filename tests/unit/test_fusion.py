@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.db.repositories.search import Bm25, LegRow, LexicalLeg
+from app.config import SearchSettings
+from app.db.repositories.search import LegRow, LexicalLeg
 from app.db.repositories.thoughts import ThoughtFilter
 from app.services.relevance import Calibration
 from app.services.search import RRF_K, Candidate, SearchQuery, SearchService
@@ -26,7 +27,7 @@ def _rows(ids: list[uuid.UUID], scores: list[float]) -> list[LegRow]:
 
 
 def _fuse(vector: list[LegRow], lexical: list[LegRow], idf_mass: float = 0.0, limit: int = 10) -> list[Candidate]:
-    service: Any = SearchService(None, None, Calibration(0.2, 0.5), 0.4, None, Bm25())  # type: ignore[arg-type]
+    service: Any = SearchService(None, None, Calibration(0.2, 0.5), SearchSettings(), None)  # type: ignore[arg-type]
     return service._fuse(vector, LexicalLeg(lexical, idf_mass), SearchQuery("q", ThoughtFilter(), limit))  # type: ignore[no-any-return]
 
 

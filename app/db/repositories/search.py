@@ -31,6 +31,7 @@ from sqlalchemy.engine import Result
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from app.config import Bm25Settings
 from app.db.engine import execute_core
 from app.db.models import Edge, EdgeType, LexicalCorpus, LexicalTerm, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
@@ -63,14 +64,6 @@ SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for
 def hnsw_ef_search(pool: int) -> int:
     """The HNSW candidate list for a pool: never below the session's HNSW_EF_SEARCH, at most 1000."""
     return max(HNSW_EF_SEARCH, min(pool, 1000))
-
-
-@dataclass(frozen=True)
-class Bm25:
-    """The lexical leg's Okapi BM25 parameters (settings `search.bm25`)."""
-
-    k1: float = 1.2
-    b: float = 0.75
 
 
 class LegRow(NamedTuple):
@@ -214,12 +207,12 @@ class Bm25Query:
             total += frequency
         return count
 
-    def unprobed_bound(self, probed: int, bm25: Bm25) -> float:
+    def unprobed_bound(self, probed: int, bm25: Bm25Settings) -> float:
         """The most a thought holding none of the first `probed` lexemes can score: Σ idf · (k1 + 1) over the
         others (the limit of a term's share as tf grows)."""
         return sum(self.idf(frequency) for frequency in self.frequencies[probed:]) * (bm25.k1 + 1.0)
 
-    def parameters(self, bm25: Bm25, budget: int, cap: int) -> dict[str, Any]:
+    def parameters(self, bm25: Bm25Settings, budget: int, cap: int) -> dict[str, Any]:
         probe = " | ".join(_tsquery_lexeme(lexeme) for lexeme in self.lexemes[: self.probed(budget)])
         values: dict[str, Any] = {
             "probe": probe,
@@ -360,7 +353,7 @@ class SearchRepository:
             average_length=max(tokens / thoughts, 1.0),
         )
 
-    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, bm25: Bm25) -> LexicalLeg:
+    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, bm25: Bm25Settings) -> LexicalLeg:
         """Best first by the Okapi BM25 score of the query's lexemes (OR) over the scope's statistics; ties by
         id. The statistics, then the candidates scored (a statement per lexeme count); once more over a wider
         set of candidates, in a scope of at most WIDER_PASS_MAX_THOUGHTS, when a thought outside the first could

@@ -157,7 +157,7 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
         query=args.query,
         thought_id=uuid_arg(args.thought_id, "thought_id") if args.thought_id is not None else None,
         cwd=args.cwd,
-        max_edges=args.max_degree or ctx.app.limits.graph_max_degree,
+        max_edges=args.max_degree or ctx.app.settings.graph.max_degree,
         min_relevance=args.min_relevance,
         include_url_links=args.include_url_links,
     )
@@ -182,7 +182,7 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
 
 async def chain(args: ChainArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
-    depth = args.max_degree or ctx.app.limits.graph_max_degree
+    depth = args.max_degree or ctx.app.settings.graph.max_degree
     found = await recall_reads.chain(ctx.app, thought_id, depth, args.include_url_links)
     shape = _shaper(args, found.links)
     item = {

@@ -29,7 +29,7 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
     for name, texts in (("decisions", args.decisions or []), ("pending", args.pending or [])):
         for index, text in enumerate(texts):
             if text.strip():  # blank entries are skipped, not refused
-                check_content(text.strip(), ctx.app.limits.content_hard, f"{name}[{index}]")
+                check_content(text.strip(), ctx.app.settings.content.hard_limit, f"{name}[{index}]")
     counts, resolved = await record_reflection(ctx.app, ctx.principal, data, args.cwd)
     scope = None if resolved is None else {"project": str(resolved.id), "project_name": resolved.name, "global": False}
     return ToolAnswer(single(Meta("reflect", scope=scope), counts.__dict__))

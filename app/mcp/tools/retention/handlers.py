@@ -120,7 +120,7 @@ class _CompactCall:
 async def _prepare_compact(args: CompactArgs, ctx: CallContext) -> _CompactCall:
     """Checks the call; a confirmed one embeds the summary too, before its transaction."""
     source_ids = [uuid_arg(value, f"source_ids[{index}]") for index, value in enumerate(args.source_ids)]
-    content = check_content(args.summary.content, ctx.app.limits.content_hard, "summary.content")
+    content = check_content(args.summary.content, ctx.app.settings.content.hard_limit, "summary.content")
     tags = normalize_tags(args.summary.tags, "summary.tags")
     project_id = uuid_arg(args.summary.project_id, "summary.project_id") if args.summary.project_id else None
     summary = Summary(content, tags, project_id)

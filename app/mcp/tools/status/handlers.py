@@ -106,7 +106,7 @@ def shape_plan(plan: Plan, full: bool, max_edges: int | None) -> dict[str, Any]:
 
 
 async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
-    hard_limit = ctx.app.limits.content_hard
+    hard_limit = ctx.app.settings.content.hard_limit
     if args.content is not None and len(args.content) > hard_limit:  # worded as the argument model words a bound
         raise bad_request(
             "Invalid argument 'content' for memory_status action=propose: "

@@ -26,7 +26,6 @@ from app.mcp.tools.store.args import (
     UpdateArgs,
 )
 from app.services import thought_writes
-from app.services.context import Limits
 from app.services.edges import EdgeService, edge_not_found, link_pair, link_pairs
 from app.services.store import NewThought, check_content, check_status, normalize_tags, parse_parent
 
@@ -34,10 +33,10 @@ EdgeState = tuple[uuid.UUID, EdgeRecord | None]
 EdgesState = tuple[list[uuid.UUID], dict[uuid.UUID, EdgeRecord | None]]
 
 
-def to_new_thought(row: ThoughtInput, limits: Limits, prefix: str = "") -> NewThought:
-    """Checks that need our limits (pydantic already checked shapes); raises AppError naming the argument."""
+def to_new_thought(row: ThoughtInput, hard_limit: int, prefix: str = "") -> NewThought:
+    """Checks that need the settings (pydantic already checked shapes); raises AppError naming the argument."""
     return NewThought(
-        content=check_content(row.content, limits.content_hard, f"{prefix}content"),
+        content=check_content(row.content, hard_limit, f"{prefix}content"),
         tags=normalize_tags(row.tags, f"{prefix}tags"),
         status=check_status(row.status, f"{prefix}status"),
         is_protected=row.is_protected,
@@ -48,7 +47,8 @@ def to_new_thought(row: ThoughtInput, limits: Limits, prefix: str = "") -> NewTh
 
 
 async def create_thought(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
-    written = await thought_writes.create(ctx.app, ctx.principal, to_new_thought(args, ctx.app.limits), args.cwd)
+    row = to_new_thought(args, ctx.app.settings.content.hard_limit)
+    written = await thought_writes.create(ctx.app, ctx.principal, row, args.cwd)
     meta = Meta("create", scope=written.scope, warnings=written.warnings)
     return ToolAnswer(single(meta, ThoughtShaper(compact=False)(written.thought)))
 
@@ -71,10 +71,10 @@ async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
     return ToolAnswer(single(meta, ThoughtShaper(compact=False)(written.thought)))
 
 
-def _bulk_row(raw: dict[str, Any], index: int, limits: Limits) -> NewThought | AppError:
+def _bulk_row(raw: dict[str, Any], index: int, hard_limit: int) -> NewThought | AppError:
     prefix = f"thoughts[{index}]."
     try:
-        return to_new_thought(ThoughtInput.model_validate(raw), limits, prefix)
+        return to_new_thought(ThoughtInput.model_validate(raw), hard_limit, prefix)
     except ValidationError as error:
         first = error.errors()[0]
         name = ".".join(str(part) for part in first["loc"])
@@ -84,7 +84,8 @@ def _bulk_row(raw: dict[str, Any], index: int, limits: Limits) -> NewThought | A
 
 
 async def bulk_create(args: BulkCreateArgs, ctx: CallContext) -> ToolAnswer:
-    rows = [_bulk_row(raw, index, ctx.app.limits) for index, raw in enumerate(args.thoughts)]
+    hard_limit = ctx.app.settings.content.hard_limit
+    rows = [_bulk_row(raw, index, hard_limit) for index, raw in enumerate(args.thoughts)]
     written = await thought_writes.bulk_create(ctx.app, ctx.principal, rows, args.cwd)
     shape = ThoughtShaper(compact=True)
     items = [
