@@ -845,7 +845,10 @@ def main() -> None:
     )
     parser.add_argument("--quality-questions", type=int, default=200, help="questions of the quality section")
     parser.add_argument(
-        "--quality-unscoped", type=int, default=50, help="of those, how many are asked again without cwd"
+        "--quality-unscoped",
+        type=int,
+        default=200,
+        help="of those, how many are asked again without cwd (default: all of the default 200)",
     )
     parser.add_argument("--modes", type=lambda v: v.split(","), help="HTTP modes to run (default: all)")
     parser.add_argument(
