@@ -296,7 +296,7 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
 
 def _read_password() -> str:
     """The new password: prompted twice without echo on a terminal, else the first line of stdin."""
-    from app.services.auth import password_problem
+    from app.services.passwords import password_problem
 
     if sys.stdin.isatty():
         import getpass

@@ -105,7 +105,7 @@ class AppUser(Base):
     name: Mapped[str] = mapped_column(String(200), nullable=False, unique=True)
     role: Mapped[Role] = mapped_column(_enum(Role, "user_role"), nullable=False)
     created_at: Mapped[datetime] = _created_at()
-    # `scrypt$n$r$p$salt$hash` (app.services.auth.hash_password), set by an admin; NULL = no password sign-in.
+    # `scrypt$n$r$p$salt$hash` (app.services.passwords.hash_password), set by an admin; NULL = no password sign-in.
     password_hash: Mapped[str | None] = mapped_column(Text)
     __table_args__ = (CheckConstraint("length(btrim(name)) > 0", name="name_not_blank"),)
 

@@ -26,8 +26,9 @@ from app.config import Settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.http.oauth import PASSWORD_REFUSED, api_token_role, oauth_routes
-from app.services.auth import AuthService, verify_password
-from app.services.oauth import PASSWORD_ATTEMPTS_PER_MINUTE, OAuthConfig, OAuthProvider
+from app.services.auth import AuthService
+from app.services.oauth import OAuthConfig, OAuthProvider
+from app.services.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, verify_password
 
 ISSUER = "http://127.0.0.1:8765"
 REDIRECT = "http://127.0.0.1:9/callback"
