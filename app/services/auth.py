@@ -23,7 +23,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.users import TokenRow, UserRepository
 from app.errors import AppError, bad_request, not_found
-from app.services.passwords import hash_password, password_problem
+from app.services.users import UserService
 
 if TYPE_CHECKING:
     from app.db.engine import Database
@@ -181,16 +181,8 @@ class AuthService:
         return match.principal
 
     async def ensure_user(self, name: str, role: Role | None) -> Principal:
-        name = name.strip()
-        if not name:
-            raise bad_request("A user name must not be empty")
-        user = await self.users.find(name)
-        if user is None:
-            return await self.users.insert(name, role or Role.writer)
-        if role is not None and role != user.role and user.user_id is not None:
-            await self.users.set_role(user.user_id, role)
-            return Principal(user.user_id, user.name, role)
-        return user
+        """app.services.users' `ensure_user` (the token commands create a user on first use)."""
+        return await UserService(self.users.session).ensure_user(name, role)
 
     async def create_token(
         self, user_name: str, role: Role | None, label: str | None = None, expires_at: datetime | None = None
@@ -202,19 +194,6 @@ class AuthService:
         token = generate_token()
         await self.users.insert_token(user.user_id, hash_token(token), label, expires_at)
         return token, user
-
-    async def set_password(self, name: str, password: str | None) -> Principal:
-        """Set (or, with None, clear) the user's password; the user must exist (`token create` makes one)."""
-        if password is not None and (problem := password_problem(password)) is not None:
-            raise bad_request(problem)
-        user = await self.users.find(name.strip())
-        if user is None or user.user_id is None:
-            raise not_found(
-                f"No user named {name!r}: create one with `synaptomind token create --user {name} --role …`"
-            )
-        stored = await asyncio.to_thread(hash_password, password) if password is not None else None
-        await self.users.set_password_hash(user.user_id, stored)
-        return user
 
     async def bootstrap_admin(self) -> str | None:
         """With no user at all, create `admin` and return its first token (else None).
@@ -233,8 +212,12 @@ class AuthService:
         return await self.users.list_tokens()
 
     async def revoke(self, token_id: str) -> None:
+        """Revoke an unrevoked token; refused when it is the last credential of the last admin who can sign in."""
+        users = UserService(self.users.session)
+        before = await users.admins_before_change()
         if not await self.users.revoke_token(_token_id(token_id)):
             raise not_found(f"No active token with id {token_id}")
+        await users.refuse_lockout(before, f"revoking token {token_id}")
 
     async def rotate(self, token_id: str, expires_at: datetime | None) -> RotatedToken:
         """Revoke an unrevoked token (expired ones included) and issue its successor: same user, label."""

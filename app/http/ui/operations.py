@@ -159,8 +159,8 @@ async def _tokens_page(
     return console.render(request, "tokens.html", page, status)
 
 
-async def _audit(db: AsyncSession, principal: Principal, action: str, details: dict[str, Any]) -> None:
-    """Token changes made from a browser are audited (tool `console`), beside the token rows themselves."""
+async def audit_change(db: AsyncSession, principal: Principal, action: str, details: dict[str, Any]) -> None:
+    """Token and user changes made from a browser are audited (tool `console`), in the change's transaction."""
     await AuditRepository(db).record(principal.user_id, "console", action, [], None, details)
 
 
@@ -179,7 +179,7 @@ async def token_create(
             chosen = Role(role) if role in Role.__members__ else None
             label = form.get("label") or None
             token, user = await AuthService(db).create_token(form.get("user"), chosen, label, expires_at)
-            await _audit(db, principal, "token_create", {"user": user.name})
+            await audit_change(db, principal, "token_create", {"user": user.name})
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r created a token for %r", principal.name, user.name)
@@ -194,7 +194,7 @@ async def token_revoke(
     try:
         async with console.context.db.unit_of_work() as db:
             await AuthService(db).revoke(token_id)
-            await _audit(db, principal, "token_revoke", {"token_id": token_id})
+            await audit_change(db, principal, "token_revoke", {"token_id": token_id})
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r revoked token %s", principal.name, token_id)
@@ -210,7 +210,7 @@ async def token_rotate(
         async with console.context.db.unit_of_work() as db:
             rotated = await AuthService(db).rotate(token_id, expires_at)
             details = {"token_id": token_id, "successor": str(rotated.token_id)}
-            await _audit(db, principal, "token_rotate", details)
+            await audit_change(db, principal, "token_rotate", details)
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r rotated token %s", principal.name, token_id)
