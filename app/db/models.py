@@ -399,6 +399,21 @@ class AuditEvent(Base):
     __table_args__ = (Index("ix_audit_event_created_at", "created_at"),)
 
 
+class JobRun(Base):
+    """The last run of each background job (app.services.jobs): one row per job, upserted by the replica that ran
+    it, so every replica's operations page shows it (migration 0014). Not written when a job found nothing due
+    or another replica held its lock."""
+
+    __tablename__ = "job_run"
+    job: Mapped[str] = mapped_column(String(100), primary_key=True)
+    replica: Mapped[str] = mapped_column(String(200), nullable=False)  # host:pid of the process that ran it
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    succeeded: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    outcome: Mapped[str] = mapped_column(Text, nullable=False)  # what it did, or the error
+    last_succeeded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class OAuthClient(Base):
     """A client registered by RFC 7591 dynamic registration: its metadata, and its secret's SHA-256 if any."""
 

@@ -1,9 +1,9 @@
 """The console's operations pages (admin only): counts per project and background job state, health with its
 safe fix, and API tokens.
 
-The overview reads through tools only: each project's thoughts by status are `memory_reflect action=timeline`
+The overview's counts read through tools: each project's thoughts by status are `memory_reflect action=timeline`
 totals (limit 1, scoped by the project's path), the background jobs' settings and the embedder's state are the
-lines of `memory_status action=config`.
+lines of `memory_status action=config`. Each job's last run (no tool reports it) is app.services.job_runs'.
 
 Health reads through `memory_status action=health`; its fix has no MCP action, so it runs the service call the
 `POST /api/health-check/fix` route runs, with the same audit event. Tokens use the `AuthService` calls of the
@@ -24,10 +24,13 @@ from starlette.responses import Response
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
+from app.db.repositories.job_runs import JobRunRow
 from app.errors import AppError
 from app.http.ui.session import SessionData
 from app.services.auth import AuthService, parse_expiry
 from app.services.health import HealthService
+from app.services.job_runs import JobRunService
+from app.services.jobs import JOBS
 
 if TYPE_CHECKING:
     from app.http.ui.console import Answer, Console, Form, PageHandler
@@ -71,11 +74,16 @@ async def overview(console: Console, request: Request, principal: Principal, ses
         answer = await console.call(principal, "memory_reflect", arguments)
         return None if answer.error else int((answer.meta.get("counts") or {}).get("total") or 0)
 
+    async def last_runs() -> dict[str, JobRunRow]:
+        async with console.context.db.autocommit() as db:
+            return await JobRunService(db).last_runs()
+
     config_call = console.call(principal, "memory_status", {"action": "config"})
+    runs_read = asyncio.ensure_future(last_runs())
     found: list[int | None] = list(
         await asyncio.gather(*(total(cwd, status) for cwd in scopes for status in COUNTED_STATUSES))
     )
-    config = await config_call
+    config, runs = await config_call, await runs_read
     width = len(COUNTED_STATUSES)
     by_scope = [
         dict(zip(COUNTED_STATUSES, found[i * width : (i + 1) * width], strict=True)) for i in range(len(scopes))
@@ -97,8 +105,17 @@ async def overview(console: Console, request: Request, principal: Principal, ses
         statuses=COUNTED_STATUSES,
         config=config,
         jobs=_job_lines(config),
+        runs=_job_rows(runs),
     )
     return console.render(request, "operations.html", values, projects.status if projects.error else 200)
+
+
+def _job_rows(runs: dict[str, JobRunRow]) -> list[tuple[str, JobRunRow | None]]:
+    """Every job of this version by name with its last run (None: never recorded), then rows of jobs it does not
+    know (a newer replica's)."""
+    known = {job.key for job in JOBS}
+    unknown = [(key, run) for key, run in sorted(runs.items()) if key not in known]
+    return [(job.name, runs.get(job.key)) for job in JOBS] + unknown
 
 
 def _sum(counts: dict[str, int | None]) -> int | None:
