@@ -164,6 +164,18 @@ async def test_decay_runs_in_batches_and_records_the_total(writer: ToolCaller, m
     assert await rows(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]
 
 
+async def test_the_decay_vacuums_thought_so_its_counts_stay_index_only(writer: ToolCaller) -> None:
+    """A VACUUM's statistics reach shared memory when it ends (not batched like a backend's counters)."""
+    db = writer.context.db
+    await thought(writer, "A thought the decay rewrites")
+    query = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'thought'"
+    before = (await rows(db, query))[0][0]
+    assert await decay_importance(db, JobSettings(), force=True) == 1
+    assert (await rows(db, query))[0][0] == before + 1
+    assert await decay_importance(db, JobSettings()) is None  # not due: no decay, no VACUUM
+    assert (await rows(db, query))[0][0] == before + 1
+
+
 async def _tick_failing_at(monkeypatch: pytest.MonkeyPatch, db: Database, job: str, error: Exception) -> list[str]:
     """One tick with `job` (a function of app.services.jobs) raising `error`: which of the two ran."""
     ran: list[str] = []
