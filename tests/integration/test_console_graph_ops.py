@@ -178,7 +178,7 @@ async def test_operations_show_counts_per_project_and_job_state_to_admins_only(
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page.text))
     assert "Ops /srv/ops 3 1 0 4 Timeline" in text  # active, draft, archived, total
     assert "Every project 4 1 0 5" in text
-    assert "(no path) 1 0 0 1" in text  # every project's total less the counted ones
+    assert "default (no path) 1 0 0 1 Timeline" in text  # every project counted, a pathless one too
     assert "jobs.enabled True" in text and "jobs.tick_seconds 60.0" in text and "embedder.state" in text
     assert "importance decay not run yet" in text  # no tick has run in this test yet
     await jobs.run_jobs_tick(app_context.db, jobs.JobSettings())

@@ -1,9 +1,10 @@
 """The console's operations pages (admin only): counts per project and background job state, health with its
 safe fix, and API tokens.
 
-The overview's counts read through tools: each project's thoughts by status are `memory_reflect action=timeline`
-totals (limit 1, scoped by the project's path), the background jobs' settings and the embedder's state are the
-lines of `memory_status action=config`. Each job's last run (no tool reports it) is app.services.job_runs'.
+The overview lists the projects `memory_manage action=list` answers with their thoughts by status, counted in one
+grouped query (app.services.projects.thought_counts: the tools would need a `memory_reflect timeline` total per
+project and status, 3 × (projects + 1) calls); each background job's last run is app.services.job_runs'; the
+jobs' settings and the embedder's state are the lines of `memory_status action=config`.
 
 Health reads through `memory_status action=health`; its fix has no MCP action, so it runs the service call the
 `POST /api/health-check/fix` route runs, with the same audit event. Tokens use the `AuthService` calls of the
@@ -31,6 +32,7 @@ from app.services.auth import AuthService, parse_expiry
 from app.services.health import HealthService
 from app.services.job_runs import JobRunService
 from app.services.jobs import JOBS
+from app.services.projects import thought_counts
 
 if TYPE_CHECKING:
     from app.http.ui.console import Answer, Console, Form, PageHandler
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COUNTED_STATUSES = ("active", "draft", "archived")
-MAX_COUNTED_PROJECTS = 50  # 3 timeline calls each (rate limit: 1200 calls a minute per token by default)
 JOB_KEYS = ("jobs.", "decay.", "embedder.")
 ADMIN_ONLY = "Forbidden: the operations pages need the admin role; user '{name}' is a {role}."
 DEFAULT_LIFETIME_DAYS = 90  # auth.token_lifetime_days when the settings view does not say
@@ -63,45 +64,29 @@ def admin_only(handler: PageHandler) -> PageHandler:
 
 
 async def overview(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    projects = await console.projects(principal)
-    counted = [project for project in projects.items if project.get("local_path")][:MAX_COUNTED_PROJECTS]
-    scopes: list[str | None] = [None, *(str(project["local_path"]) for project in counted)]
-
-    async def total(cwd: str | None, status: str) -> int | None:
-        arguments: dict[str, Any] = {"action": "timeline", "status": status, "limit": 1, "fields": ["id"]}
-        if cwd is not None:
-            arguments["cwd"] = cwd
-        answer = await console.call(principal, "memory_reflect", arguments)
-        return None if answer.error else int((answer.meta.get("counts") or {}).get("total") or 0)
-
     async def last_runs() -> dict[str, JobRunRow]:
         async with console.context.db.autocommit() as db:
             return await JobRunService(db).last_runs()
 
-    config_call = console.call(principal, "memory_status", {"action": "config"})
-    runs_read = asyncio.ensure_future(last_runs())
-    found: list[int | None] = list(
-        await asyncio.gather(*(total(cwd, status) for cwd in scopes for status in COUNTED_STATUSES))
+    projects, config, counts, runs = await asyncio.gather(
+        console.projects(principal),
+        console.call(principal, "memory_status", {"action": "config"}),
+        thought_counts(console.context),
+        last_runs(),
     )
-    config, runs = await config_call, await runs_read
-    width = len(COUNTED_STATUSES)
-    by_scope = [
-        dict(zip(COUNTED_STATUSES, found[i * width : (i + 1) * width], strict=True)) for i in range(len(scopes))
-    ]
-    everywhere, rows = by_scope[0], []
-    for project, counts in zip(counted, by_scope[1:], strict=True):
-        rows.append({"project": project, "counts": counts, "total": _sum(counts)})
-    rest = {status: _difference(everywhere[status], [row["counts"][status] for row in rows]) for status in everywhere}
-    unpathed = [project for project in projects.items if not project.get("local_path")]
+    by_project = {str(project_id): by_status for project_id, by_status in counts.items()}
+    rows = []
+    for project in projects.items:
+        found = by_project.get(str(project.get("id")), {})
+        row = {status: found.get(status, 0) for status in COUNTED_STATUSES}
+        rows.append({"project": project, "counts": row, "total": sum(row.values())})
+    everywhere = {status: sum(found.get(status, 0) for found in counts.values()) for status in COUNTED_STATUSES}
     values = console.base(
         principal,
         session,
         projects=projects,
         rows=rows,
-        everywhere={"counts": everywhere, "total": _sum(everywhere)},
-        rest={"counts": rest, "total": _sum(rest)},
-        unpathed=unpathed,
-        uncounted=[p for p in projects.items if p.get("local_path")][MAX_COUNTED_PROJECTS:],
+        everywhere={"counts": everywhere, "total": sum(everywhere.values())},
         statuses=COUNTED_STATUSES,
         config=config,
         jobs=_job_lines(config),
@@ -116,17 +101,6 @@ def _job_rows(runs: dict[str, JobRunRow]) -> list[tuple[str, JobRunRow | None]]:
     known = {job.key for job in JOBS}
     unknown = [(key, run) for key, run in sorted(runs.items()) if key not in known]
     return [(job.name, runs.get(job.key)) for job in JOBS] + unknown
-
-
-def _sum(counts: dict[str, int | None]) -> int | None:
-    values = list(counts.values())
-    return None if any(value is None for value in values) else sum(value or 0 for value in values)
-
-
-def _difference(whole: int | None, parts: list[int | None]) -> int | None:
-    if whole is None or any(part is None for part in parts):
-        return None
-    return whole - sum(part or 0 for part in parts)
 
 
 def _job_lines(config: Answer) -> list[tuple[str, str]]:
