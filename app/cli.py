@@ -88,6 +88,10 @@ def _parser() -> argparse.ArgumentParser:
     password.add_argument("--user", required=True)
     password.add_argument("--clear", action="store_true", help="remove the password: no password sign-in")
     password.set_defaults(handler=cmd_user_password)
+    role = user.add_parser("role", help="change a user's global role (the last admin cannot be demoted)")
+    role.add_argument("name")
+    role.add_argument("role", choices=[role.value for role in Role])
+    role.set_defaults(handler=cmd_user_role)
     return parser
 
 
@@ -296,7 +300,7 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
 
 def _read_password() -> str:
     """The new password: prompted twice without echo on a terminal, else the first line of stdin."""
-    from app.services.auth import password_problem
+    from app.services.passwords import password_problem
 
     if sys.stdin.isatty():
         import getpass
@@ -314,13 +318,13 @@ def _read_password() -> str:
 
 def cmd_user_password(args: argparse.Namespace, settings: Settings) -> None:
     from app.errors import AppError
-    from app.services.auth import AuthService
+    from app.services.users import UserService
 
     password = None if args.clear else _read_password()  # checked before the database is opened
 
     async def work(context: AppContext) -> None:
         async with context.db.unit_of_work() as session:
-            await AuthService(session).set_password(args.user, password)
+            await UserService(session).set_password(args.user, password)
 
     try:
         _with_database(settings, work)
@@ -328,6 +332,21 @@ def cmd_user_password(args: argparse.Namespace, settings: Settings) -> None:
         raise SystemExit(error.message) from None
     done = "cleared: password sign-in is off" if password is None else "set"
     print(f"password of user '{args.user.strip()}' {done}", file=sys.stderr)
+
+
+def cmd_user_role(args: argparse.Namespace, settings: Settings) -> None:
+    from app.errors import AppError
+    from app.services.users import UserService
+
+    async def work(context: AppContext) -> None:
+        async with context.db.unit_of_work() as session:
+            await UserService(session).set_role(args.name, Role(args.role))
+
+    try:
+        _with_database(settings, work)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+    print(f"user '{args.name.strip()}' now has the {args.role} role", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> None:

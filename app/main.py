@@ -34,7 +34,9 @@ from app.observability import JsonFormatter
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.jobs import run_jobs_loop
+from app.services.passwords import PasswordCheck
 from app.services.ratelimit import RateLimiter
+from app.services.users import UserService
 
 logger = logging.getLogger("app")
 
@@ -156,7 +158,7 @@ def write_admin_token(data_dir: Path, token: str) -> Path:
 async def local_principal(context: AppContext, name: str) -> Principal:
     """The local user that stdio (and auth mode `none`) act as: an admin of this machine."""
     async with context.db.unit_of_work() as session:
-        return await AuthService(session).ensure_user(name, Role.admin)
+        return await UserService(session).ensure_user(name, Role.admin)
 
 
 def build_server(context: AppContext, principal: Principal | None) -> SynaptoServer:
@@ -180,8 +182,11 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
     security = transport_security(
         settings.host, settings.port, settings.http.allowed_hosts, settings.http.allowed_origins
     )
-    app = build_http_app(context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth)
-    return with_console(app, settings, context, local, security)
+    passwords = PasswordCheck()  # one per process: the OAuth and console sign-in pages throttle together
+    app = build_http_app(
+        context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth, passwords
+    )
+    return with_console(app, settings, context, local, security, passwords)
 
 
 def with_console(
@@ -190,6 +195,7 @@ def with_console(
     context: AppContext,
     local: LocalPrincipal | None,
     security: TransportSecuritySettings,
+    passwords: PasswordCheck | None = None,
 ) -> ASGIApp:
     """/ui beside the service (docs/CONSOLE.md): its pages authenticate their session cookie themselves, and the
     same Host/Origin checks as every other route guard them (DNS rebinding, cross-site posts)."""
@@ -197,7 +203,7 @@ def with_console(
         return app
     key = load_secret(settings.console.secret_key, settings.data_dir)
     codec = SessionCodec(key, settings.console.session_hours * 3600)
-    config = ConsoleConfig(codec, (lambda: local.value) if local is not None else None)
+    config = ConsoleConfig(codec, (lambda: local.value) if local is not None else None, passwords or PasswordCheck())
     if local is None and settings.oauth.enabled and settings.oauth.public_url:
         # As build_http_app allows it for the other routes: the public URL's Host reaches /ui through the proxy.
         security = with_public_url(security, settings.oauth.public_url)

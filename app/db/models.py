@@ -105,7 +105,7 @@ class AppUser(Base):
     name: Mapped[str] = mapped_column(String(200), nullable=False, unique=True)
     role: Mapped[Role] = mapped_column(_enum(Role, "user_role"), nullable=False)
     created_at: Mapped[datetime] = _created_at()
-    # `scrypt$n$r$p$salt$hash` (app.services.auth.hash_password), set by an admin; NULL = no password sign-in.
+    # `scrypt$n$r$p$salt$hash` (app.services.passwords.hash_password), set by an admin; NULL = no password sign-in.
     password_hash: Mapped[str | None] = mapped_column(Text)
     __table_args__ = (CheckConstraint("length(btrim(name)) > 0", name="name_not_blank"),)
 
@@ -175,6 +175,10 @@ class Thought(Base):
         CheckConstraint("(status = 'archived') = (archived_at IS NOT NULL)", name="archived_at_matches_status"),
         CheckConstraint("(embedding IS NULL) = (embedding_model IS NULL)", name="embedding_has_model"),
         Index("ix_thought_project_status_created", "project_id", "status", "created_at"),
+        # Newest first in a project, and across every project (migration 0015): a timeline or list page of any
+        # status reads its rows in order instead of sorting the whole scope (at 100 k thoughts ~150 ms → ~1 ms).
+        Index("ix_thought_project_created", "project_id", "created_at", "id"),
+        Index("ix_thought_created", "created_at", "id"),
         # GIN pending lists of 256 kB (migration 0007): every scan reads the whole list.
         Index("ix_thought_tags", "tags", postgresql_using="gin", postgresql_with=GIN_PENDING_LIST),
         # btree_gin (migration 0003): the lexical leg's project filter and words in one index scan.
@@ -397,6 +401,21 @@ class AuditEvent(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default=sql("'{}'::jsonb"))
     created_at: Mapped[datetime] = _created_at()
     __table_args__ = (Index("ix_audit_event_created_at", "created_at"),)
+
+
+class JobRun(Base):
+    """The last run of each background job (app.services.jobs): one row per job, upserted by the replica that ran
+    it, so every replica's operations page shows it (migration 0014). Not written when a job found nothing due
+    or another replica held its lock."""
+
+    __tablename__ = "job_run"
+    job: Mapped[str] = mapped_column(String(100), primary_key=True)
+    replica: Mapped[str] = mapped_column(String(200), nullable=False)  # host:pid of the process that ran it
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    succeeded: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    outcome: Mapped[str] = mapped_column(Text, nullable=False)  # what it did, or the error
+    last_succeeded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class OAuthClient(Base):

@@ -31,6 +31,7 @@ from app.services.auth import AuthService, TokenUsage
 from app.services.context import AppContext
 from app.services.health import SEVERITY_RANK, HealthService
 from app.services.oauth import ACCESS_PREFIX, OAuthConfig, OAuthProvider, OAuthTokenVerifier, StoredAccessToken
+from app.services.passwords import PasswordCheck
 
 logger = logging.getLogger(__name__)
 
@@ -263,6 +264,7 @@ def build_http_app(
     local: LocalPrincipal | None,
     lifespan: Lifespan | None = None,
     oauth_settings: OAuthSettings | None = None,
+    passwords: PasswordCheck | None = None,
 ) -> ASGIApp:
     oauth = OAuthConfig.from_settings(oauth_settings) if oauth_settings is not None and local is None else None
     if oauth is not None:
@@ -295,7 +297,7 @@ def build_http_app(
     ]
     gate: OAuthGate | None = None
     if oauth is not None:
-        provider = OAuthProvider(context.db, oauth)
+        provider = OAuthProvider(context.db, oauth, passwords=passwords)
         routes += oauth_routes(provider, oauth, api_token_role(context.db))
         backend = BearerAuthBackend(OAuthTokenVerifier(provider), resource_server_url=AnyHttpUrl(oauth.resource))
         gate = OAuthGate(backend, resource_metadata_url(oauth))

@@ -35,7 +35,8 @@ from starlette.types import ASGIApp
 
 from app.db.models import Role
 from app.services.auth import AuthService
-from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider, TooManyAttempts
+from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider
+from app.services.passwords import TooManyAttempts
 
 # Served without the bearer check (they are how a client gets a token) and without the Host/Origin check
 # (browser-based clients call the JSON endpoints cross-origin, as the SDK's CORS headers allow).

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import functools
 import hashlib
 import logging
 import math
@@ -26,6 +23,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.users import TokenRow, UserRepository
 from app.errors import AppError, bad_request, not_found
+from app.services.users import UserService
 
 if TYPE_CHECKING:
     from app.db.engine import Database
@@ -41,70 +39,6 @@ def generate_token() -> str:
 
 def hash_token(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
-
-
-# Admin-set passwords (the OAuth sign-in page's second credential): scrypt from the standard library with
-# OWASP's parameters (N=2^17, r=8, p=1: 128 MiB and about 0.3 s per hash), a 16-byte random salt per hash, a
-# 32-byte key; the parameters travel in the string (`scrypt$n$r$p$salt$hash`, base64url without padding), so
-# they can be raised later and old hashes still verify.
-SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**17, 8, 1
-SCRYPT_PREFIX = "scrypt"
-MIN_PASSWORD_LENGTH = 12
-MAX_PASSWORD_LENGTH = 1024  # a sign-in form's password is hashed: no megabyte of input per attempt
-_MAX_N, _MAX_R, _MAX_P = 2**20, 32, 16  # what a stored hash may ask of verify_password (a bad row is no DoS)
-
-
-def password_problem(password: str) -> str | None:
-    """Why this password may not be set (None: acceptable)."""
-    if len(password) < MIN_PASSWORD_LENGTH:
-        return f"password: at least {MIN_PASSWORD_LENGTH} characters (this one has {len(password)})"
-    if len(password) > MAX_PASSWORD_LENGTH:
-        return f"password: at most {MAX_PASSWORD_LENGTH} characters (this one has {len(password)})"
-    return None
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _scrypt(password: str, salt: bytes, n: int, r: int, p: int, length: int) -> bytes:
-    # OpenSSL needs 128·r·(n + p + 2) bytes; Python's default limit (32 MiB) is below N=2^17.
-    memory = 128 * r * (n + p + 2) + 2**20
-    return hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, maxmem=memory, dklen=length)
-
-
-def hash_password(password: str, *, n: int = SCRYPT_N, r: int = SCRYPT_R, p: int = SCRYPT_P) -> str:
-    """`scrypt$n$r$p$salt$hash` of the password with a fresh random salt (CPU-bound: call it off the event loop)."""
-    salt = secrets.token_bytes(16)
-    return f"{SCRYPT_PREFIX}${n}${r}${p}${_b64(salt)}${_b64(_scrypt(password, salt, n, r, p, 32))}"
-
-
-def verify_password(password: str, stored: str) -> bool:
-    """Whether the password matches a `hash_password` string (constant-time compare); False for a malformed one."""
-    parts = stored.split("$")
-    if len(parts) != 6 or parts[0] != SCRYPT_PREFIX or len(password) > MAX_PASSWORD_LENGTH:
-        return False
-    try:
-        n, r, p = int(parts[1]), int(parts[2]), int(parts[3])
-        salt, expected = _unb64(parts[4]), _unb64(parts[5])
-    except (ValueError, binascii.Error):
-        return False
-    if not (1 < n <= _MAX_N and n & (n - 1) == 0 and 0 < r <= _MAX_R and 0 < p <= _MAX_P):
-        return False
-    if len(salt) < 8 or not 16 <= len(expected) <= 64:
-        return False
-    return secrets.compare_digest(_scrypt(password, salt, n, r, p, len(expected)), expected)
-
-
-@functools.cache
-def decoy_password_hash() -> str:
-    """A hash no password is known for: checked when the user is unknown or has no password, so that answer
-    takes as long as a wrong password's."""
-    return hash_password(secrets.token_urlsafe(32))
 
 
 # How often `serve` writes the token uses it collected (TokenUsage.flushing): `token list` shows them to the
@@ -247,16 +181,8 @@ class AuthService:
         return match.principal
 
     async def ensure_user(self, name: str, role: Role | None) -> Principal:
-        name = name.strip()
-        if not name:
-            raise bad_request("A user name must not be empty")
-        user = await self.users.find(name)
-        if user is None:
-            return await self.users.insert(name, role or Role.writer)
-        if role is not None and role != user.role and user.user_id is not None:
-            await self.users.set_role(user.user_id, role)
-            return Principal(user.user_id, user.name, role)
-        return user
+        """app.services.users' `ensure_user` (the token commands create a user on first use)."""
+        return await UserService(self.users.session).ensure_user(name, role)
 
     async def create_token(
         self, user_name: str, role: Role | None, label: str | None = None, expires_at: datetime | None = None
@@ -268,25 +194,6 @@ class AuthService:
         token = generate_token()
         await self.users.insert_token(user.user_id, hash_token(token), label, expires_at)
         return token, user
-
-    async def password_of(self, name: str) -> tuple[Principal, str | None] | None:
-        """The user named so and their password hash (None: none set); None when there is no such user."""
-        if not name or len(name) > 200 or "\x00" in name:  # PostgreSQL text never holds NUL
-            return None
-        return await self.users.password_hash(name)
-
-    async def set_password(self, name: str, password: str | None) -> Principal:
-        """Set (or, with None, clear) the user's password; the user must exist (`token create` makes one)."""
-        if password is not None and (problem := password_problem(password)) is not None:
-            raise bad_request(problem)
-        user = await self.users.find(name.strip())
-        if user is None or user.user_id is None:
-            raise not_found(
-                f"No user named {name!r}: create one with `synaptomind token create --user {name} --role …`"
-            )
-        stored = await asyncio.to_thread(hash_password, password) if password is not None else None
-        await self.users.set_password_hash(user.user_id, stored)
-        return user
 
     async def bootstrap_admin(self) -> str | None:
         """With no user at all, create `admin` and return its first token (else None).
@@ -305,8 +212,12 @@ class AuthService:
         return await self.users.list_tokens()
 
     async def revoke(self, token_id: str) -> None:
+        """Revoke an unrevoked token; refused when it is the last credential of the last admin who can sign in."""
+        users = UserService(self.users.session)
+        before = await users.admins_before_change()
         if not await self.users.revoke_token(_token_id(token_id)):
             raise not_found(f"No active token with id {token_id}")
+        await users.refuse_lockout(before, f"revoking token {token_id}")
 
     async def rotate(self, token_id: str, expires_at: datetime | None) -> RotatedToken:
         """Revoke an unrevoked token (expired ones included) and issue its successor: same user, label."""

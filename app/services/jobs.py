@@ -3,14 +3,19 @@ counts and per-project vector indexes (app.services.project_index_job) the searc
 
 Each job runs under an advisory lock, so with several replicas exactly one runs it;
 the decay records its run as an audit event, which is how every replica knows it already ran today.
+The replica that ran a job records the run — start, end, outcome — in `job_run` (app.services.job_runs), one
+row per job, which the console's operations page shows on every replica.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -19,6 +24,7 @@ from app.config import DecaySettings, Settings
 from app.db.engine import Database, is_unavailable
 from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
+from app.services.job_runs import record_job_run
 from app.services.project_index_job import reconcile_project_indexes
 from app.services.proposals import expire_due_proposals
 
@@ -43,7 +49,10 @@ async def decay_importance(db: Database, decay: DecaySettings, force: bool = Fal
         if not locked:
             return None
         try:
-            return await _decay_in_batches(connection, decay, force)
+            decayed = await _decay_in_batches(connection, decay, force)
+            if decayed:
+                await _vacuum_thoughts(connection)
+            return decayed
         finally:
             await connection.rollback()
             await connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": DECAY_LOCK_KEY})
@@ -74,6 +83,28 @@ async def _decay_in_batches(connection: AsyncConnection, decay: DecaySettings, f
     return decayed
 
 
+async def _vacuum_thoughts(connection: AsyncConnection) -> None:
+    """VACUUM `thought` once the decay has rewritten most of its rows.
+
+    An update clears its page's all-visible bit, so after the decay every count that could be an index-only
+    scan (the timeline's total, the console's counts per project, the project-count job) fetched each row from
+    the heap until autovacuum came by, which a decay's dead rows alone may not trigger for hours: at 100 k
+    thoughts, a 50 k-thought project's count went from ~200 ms to ~10 ms after this VACUUM (docs/BENCHMARKS.md).
+    SKIP_LOCKED: a project index build (CREATE INDEX CONCURRENTLY) holding the table is not waited for. A role
+    that does not own the table gets PostgreSQL's warning and skips it; any failure is logged, never the
+    decay's.
+    """
+    driver: Any = (await connection.get_raw_connection()).driver_connection  # VACUUM runs outside a transaction
+    started = time.monotonic()
+    try:
+        await driver.execute("VACUUM (SKIP_LOCKED) thought", timeout=VACUUM_TIMEOUT_SECONDS)
+    except Exception as error:
+        logger.warning("VACUUM after the importance decay failed (%s: %s)", type(error).__name__, error)
+        return
+    logger.info("vacuumed thought after the importance decay in %.1f s", time.monotonic() - started)
+
+
+VACUUM_TIMEOUT_SECONDS = 3600.0  # pooled connections time out after 60 s; a large table takes longer
 DECAY_BATCH = 5000
 _DECAY_DUE = text(
     "SELECT coalesce(max(created_at) < now() - make_interval(secs => :seconds), true) "
@@ -93,11 +124,12 @@ _DECAY_BATCH_SQL = text(
 )
 
 
-async def expire_housekeeping(db: Database) -> int:
-    """Pending proposals past their 30 days expire; spent or expired preview tokens older than a day go."""
+async def expire_housekeeping(db: Database) -> int | None:
+    """Pending proposals past their 30 days expire; spent or expired preview tokens older than a day go. The
+    number of proposals expired; None when another replica holds the job."""
     async with db.unit_of_work() as session:
         if not await _locked(session, EXPIRY_LOCK_KEY):
-            return 0
+            return None
         expired = await expire_due_proposals(session)
         await session.execute(text("DELETE FROM preview_token WHERE expires_at < now() - interval '1 day'"))
         return expired
@@ -112,50 +144,74 @@ _REFRESH_ESTIMATES = text(
 )
 
 
-async def refresh_thought_estimates(db: Database) -> int:
+async def refresh_thought_estimates(db: Database) -> int | None:
     """Each project's live thoughts into `project.thought_estimate(_at)` (the vector leg's plan choice); the
-    number of projects counted."""
+    number of projects counted, or None when another replica holds the job."""
     async with db.unit_of_work() as session:
         if not await _locked(session, ESTIMATE_LOCK_KEY):
-            return 0
+            return None
         result = await session.execute(_REFRESH_ESTIMATES)
         return int(getattr(result, "rowcount", 0) or 0)
 
 
-async def _decay(db: Database, settings: Settings) -> None:
+# A job answers what it did (a line for the operations page), or None when it did not run here: nothing was due,
+# or another replica holds its lock. Only runs are recorded.
+JobBody = Callable[[Database, Settings], Awaitable[str | None]]
+
+
+async def _decay(db: Database, settings: Settings) -> str | None:
     decayed = await decay_importance(db, settings.decay)
+    if decayed is None:
+        return None
     if decayed:
         logger.info("importance decay applied to %d thought(s)", decayed)
+    return f"{decayed} thought(s) decayed"
 
 
-async def _expiry(db: Database, _settings: Settings) -> None:
+async def _expiry(db: Database, _settings: Settings) -> str | None:
     expired = await expire_housekeeping(db)
+    if expired is None:
+        return None
     if expired:
         logger.info("%d pending proposal(s) expired", expired)
+    return f"{expired} pending proposal(s) expired; preview tokens dead for a day purged"
 
 
-async def _counts(db: Database, _settings: Settings) -> None:
-    await refresh_thought_estimates(db)
+async def _counts(db: Database, _settings: Settings) -> str | None:
+    counted = await refresh_thought_estimates(db)
+    return None if counted is None else f"{counted} project(s) counted"
 
 
-async def _project_indexes(db: Database, _settings: Settings) -> None:
-    await reconcile_project_indexes(db)  # after the counts it decides by
+async def _project_indexes(db: Database, _settings: Settings) -> str | None:
+    changes = await reconcile_project_indexes(db)  # after the counts it decides by
+    if changes is None:
+        return None
+    failed = f", {len(changes.failed)} build(s) refused (see the log)" if changes.failed else ""
+    return f"{len(changes.created)} index(es) built, {len(changes.dropped)} dropped{failed}"
 
 
-_JOBS: tuple[tuple[str, Callable[[Database, Settings], Awaitable[None]]], ...] = (
-    ("importance decay", _decay),
-    ("project counts", _counts),
-    ("project vector indexes", _project_indexes),
-    ("proposal expiry", _expiry),
+@dataclass(frozen=True)
+class Job:
+    key: str  # job_run.job
+    name: str
+    run: JobBody
+
+
+JOBS: tuple[Job, ...] = (
+    Job("importance_decay", "importance decay", _decay),
+    Job("project_counts", "project counts", _counts),
+    Job("project_indexes", "project vector indexes", _project_indexes),
+    Job("expiry", "proposal expiry and preview purge", _expiry),
 )
 
 
 async def run_jobs_tick(db: Database, settings: Settings) -> None:
-    """Every job once. One that fails is logged and does not keep the others from running; a database outage
-    ends the tick (the rest would fail alike)."""
-    for name, job in _JOBS:
+    """Every job once, each run recorded in `job_run`. One that fails is logged (and recorded) and does not keep
+    the others from running; a database outage ends the tick (the rest would fail alike, the record too)."""
+    for job in JOBS:
+        started = time.monotonic()
         try:
-            await job(db, settings)
+            done = await job.run(db, settings)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -166,7 +222,11 @@ async def run_jobs_tick(db: Database, settings: Settings) -> None:
                     settings.jobs.tick_seconds,
                 )
                 return
-            logger.exception("background job %r failed; retrying in %.0fs", name, settings.jobs.tick_seconds)
+            logger.exception("background job %r failed; retrying in %.0fs", job.name, settings.jobs.tick_seconds)
+            await record_job_run(db, job.key, time.monotonic() - started, False, f"{type(error).__name__}: {error}")
+            continue
+        if done is not None:
+            await record_job_run(db, job.key, time.monotonic() - started, True, done)
 
 
 async def run_jobs_loop(db: Database, settings: Settings) -> None:

@@ -12,7 +12,6 @@ theft (OAuth 2.1 §4.3.1, RFC 9700 §4.14) and revokes the whole family; revocat
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import secrets
@@ -38,8 +37,8 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.oauth import AuthorizationRow, OAuthRepository, TokenRow
-from app.services.auth import MAX_PASSWORD_LENGTH, AuthService, decoy_password_hash, hash_token, verify_password
-from app.services.ratelimit import RateLimiter
+from app.services.auth import AuthService, hash_token
+from app.services.passwords import PASSWORD_FAILURE_DELAY_SECONDS, PasswordCheck
 
 if TYPE_CHECKING:
     from app.config import OAuthSettings
@@ -58,12 +57,6 @@ SIGNIN_PATH = "/oauth/signin"
 CONSENT_PATH = "/oauth/consent"
 ROLE_RANK = {Role.reader: 0, Role.writer: 1, Role.admin: 2}
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-# Password sign-in: attempts per user name and minute on this replica (a bucket: a burst of this many, then one
-# every 60/N s), a pause after each failure, and at most this many scrypt hashes at once (128 MiB each).
-PASSWORD_ATTEMPTS_PER_MINUTE = 10
-PASSWORD_FAILURE_DELAY_SECONDS = 0.5
-CONCURRENT_PASSWORD_HASHES = 2
-UNKNOWN_NAMES_TRACKED = 10_000
 
 
 def _secret(prefix: str) -> str:
@@ -141,18 +134,6 @@ class SignedIn:
     pending: PendingRequest
 
 
-class TooManyAttempts(Exception):
-    """Password sign-in refused before checking: too many attempts for this user name; retry after `retry_after` s."""
-
-    def __init__(self, retry_after: float) -> None:
-        super().__init__(f"too many sign-in attempts: retry in {retry_after:.0f} s")
-        self.retry_after = retry_after
-
-
-def _password_matches(password: str, stored: str | None) -> bool:
-    return verify_password(password, stored or decoy_password_hash())
-
-
 def _timestamp(moment: datetime) -> int:
     return int(moment.timestamp())
 
@@ -179,16 +160,16 @@ class OAuthProvider:
     """`OAuthAuthorizationServerProvider[StoredCode, StoredRefreshToken, StoredAccessToken]` over PostgreSQL."""
 
     def __init__(
-        self, db: Database, config: OAuthConfig, password_failure_delay: float = PASSWORD_FAILURE_DELAY_SECONDS
+        self,
+        db: Database,
+        config: OAuthConfig,
+        password_failure_delay: float = PASSWORD_FAILURE_DELAY_SECONDS,
+        passwords: PasswordCheck | None = None,
     ) -> None:
         self.db = db
         self.config = config
-        self.password_failure_delay = password_failure_delay
-        # Keyed by user id for known users and by the name typed for unknown ones, so both are throttled alike
-        # (the answer does not tell them apart); the unknown names' map is bounded.
-        self._password_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
-        self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
-        self._hashing = asyncio.Semaphore(CONCURRENT_PASSWORD_HASHES)
+        # The process's one password check (shared with the console's sign-in, so they throttle together).
+        self.passwords = passwords if passwords is not None else PasswordCheck(password_failure_delay)
 
     # Clients (RFC 7591)
 
@@ -284,28 +265,8 @@ class OAuthProvider:
         pending = await self.pending(handle)
         if pending is None:
             return None
-        name = user_name.strip()
-        async with self.db.autocommit() as session:
-            found = await AuthService(session).password_of(name)
-        if found is None:
-            if len(self._unknown_name_attempts._buckets) >= UNKNOWN_NAMES_TRACKED:
-                self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
-            wait = self._unknown_name_attempts.retry_after(name.casefold())
-        else:
-            wait = self._password_attempts.retry_after(found[0].user_id)
-        if wait is not None:
-            raise TooManyAttempts(wait)
-        stored = found[1] if found is not None else None
-        async with self._hashing:
-            # Unknown user or no password: the decoy hash is checked all the same (same time, same answer).
-            matched = len(password) <= MAX_PASSWORD_LENGTH and await asyncio.to_thread(
-                _password_matches, password, stored
-            )
-        if not matched or found is None or stored is None:
-            logger.info("password sign-in refused for user name %r", name[:200])
-            await asyncio.sleep(self.password_failure_delay)
-            return None
-        return await self._bind(handle, found[0], pending)
+        matched = await self.passwords.check(self.db, user_name, password)
+        return await self._bind(handle, matched.principal, pending) if matched is not None else None
 
     async def _bind(self, handle: str, principal: Principal, pending: PendingRequest) -> SignedIn | None:
         assert principal.user_id is not None

@@ -132,3 +132,10 @@ async def update_project(app: AppContext, project_id: uuid.UUID, values: dict[st
 async def resolve_project(app: AppContext, cwd: str) -> ProjectRecord | None:
     async with app.db.unit_of_work() as session:
         return await ProjectService(session).resolve(cwd)
+
+
+async def thought_counts(app: AppContext) -> dict[uuid.UUID, dict[str, int]]:
+    """Each project's thoughts by status (the console's operations page): one grouped count, where the tools
+    would need a `memory_reflect timeline` total per project and status."""
+    async with app.db.autocommit() as session:
+        return await ProjectRepository(session).thought_counts_by_status()

@@ -211,6 +211,13 @@ async def get(app: AppContext, thought_id: uuid.UUID, include_edges: bool, inclu
     return GetResult(found, links)
 
 
+async def get_many(app: AppContext, thought_ids: list[uuid.UUID]) -> dict[uuid.UUID, ThoughtRecord]:
+    """The thoughts that exist among these, in one query, counting no hit: the console shows them beside a review
+    queue or a preview, which is not recalling them (`get` counts one per call)."""
+    async with app.db.autocommit() as session:
+        return await ThoughtRepository(session).get_many(thought_ids)
+
+
 CHAIN_CAP = 200
 
 

@@ -17,6 +17,7 @@ import pytest
 from app.db.engine import Database
 from app.db.models import Role
 from app.services.auth import AuthService
+from app.services.users import UserService
 from tests.e2e.serving import serving
 from tests.helpers import ToolCaller
 
@@ -78,7 +79,7 @@ async def test_sign_in_search_thought_page_and_sign_out(
             await page.goto(f"{base}/ui/")
             assert page.url.startswith(f"{base}/ui/sign-in")
             await page.get_by_label("API token").fill("smt_wrong")
-            await page.get_by_role("button", name="Sign in").click()
+            await page.get_by_role("button", name="Sign in with token").click()
             assert "was not accepted" in await page.get_by_role("alert").inner_text()
             # The refusal answers 401, which Chromium logs as a failed load: expected here, and nothing else.
             assert all("401" in error for error in errors), errors
@@ -157,7 +158,7 @@ async def test_apply_an_edge_proposal_through_its_preview_and_create_and_revoke_
         try:
             await page.goto(f"{base}/ui/sign-in")
             await page.get_by_label("API token").fill(token)
-            await page.get_by_role("button", name="Sign in").click()
+            await page.get_by_role("button", name="Sign in with token").click()
             await page.wait_for_url(f"{base}/ui/")
 
             await page.get_by_role("link", name="Edge review").click()
@@ -191,6 +192,64 @@ async def test_apply_an_edge_proposal_through_its_preview_and_create_and_revoke_
             assert created not in await page.content()  # shown once only
             async with clean_database.unit_of_work() as session:
                 assert await AuthService(session).verify(created) is None
+            assert errors == [], f"JavaScript errors in the console: {errors}"
+        except BaseException:
+            await _screenshot(page, tmp_path, request.node.name)
+            raise
+        finally:
+            await page.close()
+
+
+async def test_an_admin_changes_a_role_and_the_user_signs_in_with_a_password(
+    browser: Any, database_url: str, clean_database: Database, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with serving(database_url, tmp_path) as (port, _context):
+        async with clean_database.unit_of_work() as session:
+            token, _ = await AuthService(session).create_token("ada", Role.admin, "browser test")
+        page = await browser.new_page()
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            await page.goto(f"{base}/ui/sign-in")
+            await page.get_by_label("API token").fill(token)
+            await page.get_by_role("button", name="Sign in with token").click()
+            await page.wait_for_url(f"{base}/ui/")
+
+            await page.get_by_role("link", name="Users").click()
+            await page.wait_for_url(f"{base}/ui/admin/users")
+            await page.get_by_label("New user").fill("pat")
+            await page.get_by_label("Role", exact=True).select_option("reader")
+            await page.get_by_role("button", name="Create user").click()
+            assert "User pat created (reader)." in await page.get_by_role("status").inner_text()
+
+            await page.get_by_label("Role of pat", exact=True).select_option("writer")
+            await page.get_by_role("button", name="Change the role of pat").click()
+            assert "pat now has the writer role (was reader)." in await page.get_by_role("status").inner_text()
+            await page.get_by_label("New password for pat").fill("correct horse battery staple")
+            await page.keyboard.press("Enter")  # the row's form submits from the keyboard
+            await page.get_by_role("status").filter(has_text="The password of pat is set").wait_for()
+            row = page.get_by_role("row").filter(has=page.get_by_role("rowheader", name="pat", exact=True))
+            assert (await row.get_by_role("cell").all_inner_texts())[:2] == ["writer", "set"]
+            async with clean_database.unit_of_work() as session:
+                users = {user.name: user for user in await UserService(session).list_users()}
+            assert users["pat"].role is Role.writer and users["pat"].has_password
+
+            await page.get_by_role("button", name="Sign out").click()
+            await page.wait_for_url(f"{base}/ui/sign-in")
+            await page.get_by_label("User name").fill("pat")
+            await page.get_by_label("Password", exact=True).fill("not pat's password")
+            await page.get_by_role("button", name="Sign in with password").click()
+            assert "were not accepted" in await page.get_by_role("alert").inner_text()
+            assert all("401" in error for error in errors), errors  # Chromium logs the refusal's 401 load
+            errors.clear()
+            assert await page.get_by_label("User name").input_value() == "pat"  # kept for the next try
+            await page.get_by_label("Password", exact=True).fill("correct horse battery staple")
+            await page.get_by_role("button", name="Sign in with password").click()
+            await page.wait_for_url(f"{base}/ui/")
+            assert "Signed in as pat (writer)" in await page.locator("header").inner_text()
+            assert await page.get_by_role("link", name="Users").count() == 0  # a writer sees no admin pages
             assert errors == [], f"JavaScript errors in the console: {errors}"
         except BaseException:
             await _screenshot(page, tmp_path, request.node.name)

@@ -33,6 +33,7 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.main import build_context, create_http_app
 from app.services.auth import AuthService
 from app.services.oauth import OAuthConfig, OAuthProvider
+from app.services.users import UserService
 from bench.common import loopback_listener, mcp_session, uvicorn_serving
 from tests.conftest import MODEL_CACHE
 
@@ -267,7 +268,7 @@ async def test_the_sdk_client_signs_in_refreshes_and_is_revoked(served: Served) 
 
 async def test_the_sdk_client_signs_in_with_a_password(served: Served) -> None:
     async with served.database.unit_of_work() as session:
-        await AuthService(session).set_password("ada", "correct horse battery staple")
+        await UserService(session).set_password("ada", "correct horse battery staple")
     browser, storage = Browser(served, password=("ada", "correct horse battery staple")), MemoryStorage()
     async with oauth_session(served, oauth_client(served, browser, storage)) as session:
         listing = await session.list_tools()

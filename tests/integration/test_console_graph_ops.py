@@ -13,8 +13,10 @@ from typing import Any
 import httpx2
 
 from app.db.models import Role
+from app.services import jobs
 from app.services.context import AppContext
-from tests.helpers import ToolCaller, rows
+from app.services.job_runs import replica_name
+from tests.helpers import ToolCaller, execute, rows
 from tests.integration.test_console_review import confirm_fields, post, signed_in, ui  # noqa: F401 (fixture)
 from tests.integration.test_organisation_crystallize import BILLING, DEPLOY, age, project, thought
 
@@ -176,7 +178,16 @@ async def test_operations_show_counts_per_project_and_job_state_to_admins_only(
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page.text))
     assert "Ops /srv/ops 3 1 0 4 Timeline" in text  # active, draft, archived, total
     assert "Every project 4 1 0 5" in text
-    assert "(no path) 1 0 0 1" in text  # every project's total less the counted ones
+    assert "default (no path) 1 0 0 1 Timeline" in text  # every project counted, a pathless one too
     assert "jobs.enabled True" in text and "jobs.tick_seconds 60.0" in text and "embedder.state" in text
-    assert "No tool reports when each job last ran" in text
+    assert "importance decay not run yet" in text  # no tick has run in this test yet
+    await jobs.run_jobs_tick(app_context.db, app_context.settings)
+    retired = "INSERT INTO job_run VALUES ('retired_job', 'old-host:1', now(), now(), false, 'Boom: <b>x</b>', NULL)"
+    await execute(writer, retired)  # a row of a job this version does not know (a newer replica's)
+    page = await ui.get("/ui/admin/operations")
+    text_after = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page.text))
+    assert re.search(r"project counts \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", text_after)
+    assert "ok: 2 project(s) counted" in text_after
+    assert replica_name() in text_after and "not run yet" not in text_after
+    assert "retired_job" in text_after and "error: Boom: &lt;b&gt;x&lt;/b&gt; old-host:1 never" in text_after
     assert 'href="/ui/admin/operations"' in page.text  # in the admin's navigation

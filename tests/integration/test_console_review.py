@@ -92,6 +92,8 @@ async def test_the_edge_queue_lists_proposals_with_both_thoughts(
     assert first["rationale"] and html.escape(first["rationale"]) in page.text
     assert "confidence " in page.text and 'class="edge edge-related"' in page.text
     assert "Apply…" not in page.text  # a reader sees no write forms (and the tools would refuse them)
+    # Both thoughts of every proposal in one read that counts no hit: looking at a queue is not recalling.
+    assert await rows(writer, "SELECT count(*) FROM thought_hit") == [(0,)]
 
 
 async def test_apply_goes_through_its_preview_and_a_token_is_spent_once(

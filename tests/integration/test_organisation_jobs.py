@@ -10,8 +10,10 @@ from sqlalchemy import text
 from app.config import DecaySettings
 from app.db.engine import Database
 from app.db.locks import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY
+from app.db.repositories.job_runs import JobRunRepository
 from app.ids import new_id
 from app.services import jobs
+from app.services.job_runs import JobRunService, replica_name
 from app.services.jobs import decay_importance, expire_housekeeping
 from tests.conftest import settings_with
 from tests.helpers import ToolCaller
@@ -143,7 +145,7 @@ async def test_expiry_skips_while_another_transaction_holds_its_lock(writer: Too
     due = await proposal(db, a, b, "pending", -1)
     async with db.unit_of_work() as holder:
         await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": EXPIRY_LOCK_KEY})
-        assert await expire_housekeeping(db) == 0
+        assert await expire_housekeeping(db) is None  # another replica's run: not this one's
         assert await decay_importance(db, DecaySettings()) == 2  # another job's lock does not block this one
     assert await statuses(db) == {due: "pending"}
     assert await expire_housekeeping(db) == 1
@@ -161,6 +163,18 @@ async def test_decay_runs_in_batches_and_records_the_total(writer: ToolCaller, m
         ({"decayed": 5},)
     ]
     assert await rows(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]
+
+
+async def test_the_decay_vacuums_thought_so_its_counts_stay_index_only(writer: ToolCaller) -> None:
+    """A VACUUM's statistics reach shared memory when it ends (not batched like a backend's counters)."""
+    db = writer.context.db
+    await thought(writer, "A thought the decay rewrites")
+    query = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'thought'"
+    before = (await rows(db, query))[0][0]
+    assert await decay_importance(db, DecaySettings(), force=True) == 1
+    assert (await rows(db, query))[0][0] == before + 1
+    assert await decay_importance(db, DecaySettings()) is None  # not due: no decay, no VACUUM
+    assert (await rows(db, query))[0][0] == before + 1
 
 
 async def _tick_failing_at(monkeypatch: pytest.MonkeyPatch, db: Database, job: str, error: Exception) -> list[str]:
@@ -197,3 +211,87 @@ async def test_a_database_outage_ends_the_tick_with_one_warning(
     assert await _tick_failing_at(monkeypatch, writer.context.db, "decay_importance", gone) == ["decay_importance"]
     warnings = [record for record in caplog.records if "database unavailable" in record.getMessage()]
     assert len(warnings) == 1 and "ConnectionRefusedError" in warnings[0].getMessage()
+
+
+# ---------------------------------------------------------------- job state (job_run)
+
+
+async def job_runs(db: Database) -> dict[str, tuple[Any, ...]]:
+    found = await rows(
+        db,
+        "SELECT job, replica, succeeded, outcome, started_at <= finished_at, last_succeeded_at, finished_at "
+        "FROM job_run ORDER BY job",
+    )
+    return {row[0]: row[1:] for row in found}
+
+
+async def test_each_run_is_recorded_once_per_job_by_the_replica_that_ran_it(writer: ToolCaller) -> None:
+    db = writer.context.db
+    await thought(writer, "A thought the decay will find idle")
+    await jobs.run_jobs_tick(db, settings_with())
+    first = await job_runs(db)
+    assert sorted(first) == sorted(job.key for job in jobs.JOBS)
+    for replica, succeeded, _outcome, ordered, last_ok, finished in first.values():
+        assert (replica, succeeded, ordered) == (replica_name(), True, True) and last_ok == finished
+    assert first["importance_decay"][2] == "1 thought(s) decayed"
+    assert first["project_counts"][2] == "1 project(s) counted"
+    assert first["project_indexes"][2] == "0 index(es) built, 0 dropped"
+    assert first["expiry"][2] == "0 pending proposal(s) expired; preview tokens dead for a day purged"
+
+    await jobs.run_jobs_tick(db, settings_with())  # the decay is not due again: its row keeps the real run
+    second = await job_runs(db)
+    assert sorted(second) == sorted(first)  # still one row per job
+    assert second["importance_decay"] == first["importance_decay"]
+    assert second["project_counts"][5] >= first["project_counts"][5]
+
+
+async def test_a_failed_run_is_recorded_with_its_error_and_the_last_success_kept(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = writer.context.db
+    await jobs.run_jobs_tick(db, settings_with())
+    succeeded_at = (await job_runs(db))["project_indexes"][4]
+
+    async def refused(*_args: Any) -> None:
+        raise RuntimeError("must be owner of table thought")
+
+    monkeypatch.setattr(jobs, "reconcile_project_indexes", refused)
+    await jobs.run_jobs_tick(db, settings_with())
+    replica, succeeded, outcome, _ordered, last_ok, _finished = (await job_runs(db))["project_indexes"]
+    assert (replica, succeeded, outcome) == (replica_name(), False, "RuntimeError: must be owner of table thought")
+    assert last_ok == succeeded_at
+    assert (await job_runs(db))["expiry"][1] is True  # the next job still ran
+
+
+async def test_a_job_another_replica_holds_is_not_recorded_here(writer: ToolCaller) -> None:
+    db = writer.context.db
+    async with db.unit_of_work() as holder:
+        await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": EXPIRY_LOCK_KEY})
+        await jobs.run_jobs_tick(db, settings_with())
+    assert "expiry" not in await job_runs(db) and "project_counts" in await job_runs(db)
+
+
+async def test_a_failing_record_never_fails_the_job(
+    writer: ToolCaller, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = writer.context.db
+    a, b = await thought(writer, "Endpoint one of a proposal"), await thought(writer, "Endpoint two of a proposal")
+    due = await proposal(db, a, b, "pending", -1)
+
+    async def broken(*_args: Any) -> None:
+        raise RuntimeError("relation job_run does not exist")
+
+    monkeypatch.setattr(JobRunRepository, "record", broken)
+    await jobs.run_jobs_tick(db, settings_with())
+    assert await statuses(db) == {due: "expired"}  # the expiry ran and committed all the same
+    assert await job_runs(db) == {}
+    assert "background job 'expiry': its run was not recorded (RuntimeError: relation job_run" in caplog.text
+
+
+async def test_the_service_lists_the_last_runs(writer: ToolCaller) -> None:
+    db = writer.context.db
+    await jobs.run_jobs_tick(db, settings_with())
+    async with db.unit_of_work() as session:
+        last = await JobRunService(session).last_runs()
+    assert set(last) == {job.key for job in jobs.JOBS}
+    assert last["project_counts"].succeeded and last["project_counts"].replica == replica_name()

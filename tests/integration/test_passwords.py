@@ -26,8 +26,9 @@ from app.config import Settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.http.oauth import PASSWORD_REFUSED, api_token_role, oauth_routes
-from app.services.auth import AuthService, verify_password
-from app.services.oauth import PASSWORD_ATTEMPTS_PER_MINUTE, OAuthConfig, OAuthProvider
+from app.services.oauth import OAuthConfig, OAuthProvider
+from app.services.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, verify_password
+from app.services.users import UserService
 
 ISSUER = "http://127.0.0.1:8765"
 REDIRECT = "http://127.0.0.1:9/callback"
@@ -165,7 +166,7 @@ async def pages(clean_database: Database) -> AsyncIterator[Pages]:
     provider = OAuthProvider(clean_database, OAuthConfig(issuer=ISSUER), password_failure_delay=0.0)
     app = Starlette(routes=oauth_routes(provider, provider.config, api_token_role(clean_database)))
     async with clean_database.unit_of_work() as session:
-        service = AuthService(session)
+        service = UserService(session)
         await service.ensure_user("ada", Role.writer)
         await service.set_password("ada", PASSWORD)
         await service.ensure_user("bob", Role.reader)  # no password: password sign-in is off for bob

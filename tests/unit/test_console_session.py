@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import stat
+import uuid
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -50,3 +52,16 @@ def test_the_key_comes_from_settings_else_from_a_private_file(tmp_path: Path) ->
     kept = load_secret(None, tmp_path)
     assert kept == load_secret(None, tmp_path) != configured  # the same file on a restart
     assert stat.S_IMODE((tmp_path / KEY_FILE).stat().st_mode) == 0o600
+
+
+def test_a_password_session_names_the_user_and_marks_the_hash_it_matched() -> None:
+    user_id = uuid.UUID("01900000-0000-7000-8000-000000000001")
+    stored = "scrypt$131072$8$1$c2FsdHNhbHRzYWx0$a2V5a2V5a2V5a2V5a2V5a2V5"
+    cookie, issued = codec().issue_for_password(user_id, stored, now=1_000_000)
+    assert stored not in cookie and "a2V5a2V5" not in base64.urlsafe_b64decode(cookie.split(".")[0] + "==").decode()
+    read = codec().read(cookie, now=1_000_000 + HOUR)
+    assert read == issued and read.token_hash is None and read.user_id == user_id
+    assert codec().same_password(read, stored)
+    assert not codec().same_password(read, stored.replace("a2V5", "b2V5"))  # the password was changed
+    assert not codec().same_password(read, None)  # or cleared
+    assert not codec(b"other" * 8).same_password(read, stored)  # the mark is keyed

@@ -111,6 +111,17 @@ class ProjectRepository:
         statement = select(func.count()).select_from(Thought).where(Thought.project_id == project_id)
         return int((await self.session.execute(statement)).scalar_one())
 
+    async def thought_counts_by_status(self) -> dict[uuid.UUID, dict[str, int]]:
+        """Every project's thoughts by status (clusters included, as the timeline counts them), in one scan of
+        `ix_thought_project_status_created` (index-only while the table's pages are all-visible)."""
+        statement = select(Thought.project_id, Thought.status, func.count().label("n")).group_by(
+            Thought.project_id, Thought.status
+        )
+        counts: dict[uuid.UUID, dict[str, int]] = {}
+        for row in await self.session.execute(statement):
+            counts.setdefault(row.project_id, {})[row.status.value] = int(row.n)
+        return counts
+
     async def ensure_default(self) -> ProjectRecord:
         """The default project, created on first use (concurrent callers converge on one row)."""
         row = (await self.session.execute(select(*_COLUMNS).where(Project.is_default))).first()

@@ -6,12 +6,13 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import LargeBinary, bindparam, false, func, insert, select, text, update
+from sqlalchemy import LargeBinary, and_, bindparam, exists, false, func, insert, or_, select, text, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import execute_core
-from app.db.locks import USER_CREATION_LOCK_KEY, hold_until_commit
+from app.db.locks import USER_ADMIN_LOCK_KEY, USER_CREATION_LOCK_KEY, hold_until_commit
 from app.db.models import ApiToken, AppUser, Role
 from app.db.records import Principal
 from app.ids import new_id
@@ -63,6 +64,33 @@ class TokenRow:
     expired: bool  # by the database's clock, as the bearer check sees it
 
 
+@dataclass(frozen=True)
+class UserRow:
+    """A user as the users page lists them: never the password hash, only whether there is one."""
+
+    id: uuid.UUID
+    name: str
+    role: Role
+    created_at: datetime
+    has_password: bool
+    active_tokens: int  # unrevoked and unexpired
+    last_used_at: datetime | None  # the latest use of any of their tokens
+
+
+@dataclass(frozen=True)
+class AdminRow:
+    name: str
+    can_sign_in: bool  # a password, or an unrevoked and unexpired API token
+
+
+def _active_token_of(user_id: Any) -> Any:
+    return and_(
+        ApiToken.user_id == user_id,
+        ApiToken.revoked_at.is_(None),
+        or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > func.now()),
+    )
+
+
 class UserRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -70,6 +98,10 @@ class UserRepository:
     async def lock_user_creation(self) -> None:
         """Serialise first-run user creation across replicas until this transaction ends."""
         await hold_until_commit(self.session, USER_CREATION_LOCK_KEY)
+
+    async def lock_user_administration(self) -> None:
+        """Serialise the changes that could leave no admin (two admins demoting each other) until commit."""
+        await hold_until_commit(self.session, USER_ADMIN_LOCK_KEY)
 
     async def count(self) -> int:
         return int((await self.session.execute(select(func.count()).select_from(AppUser))).scalar_one())
@@ -98,6 +130,49 @@ class UserRepository:
         if row is None:
             return None
         return Principal(user_id=row.id, name=row.name, role=row.role), row.password_hash
+
+    async def password_hash_by_id(self, user_id: uuid.UUID) -> tuple[Principal, str | None] | None:
+        """`password_hash`, by the user's id (a console session signed in with a password)."""
+        row = (
+            await self.session.execute(
+                select(AppUser.id, AppUser.name, AppUser.role, AppUser.password_hash).where(AppUser.id == user_id)
+            )
+        ).first()
+        if row is None:
+            return None
+        return Principal(user_id=row.id, name=row.name, role=row.role), row.password_hash
+
+    async def list_users(self) -> list[UserRow]:
+        tokens = (
+            select(
+                func.count().filter(_active_token_of(AppUser.id)).label("active"),
+                func.max(ApiToken.last_used_at).label("last_used_at"),
+            )
+            .where(ApiToken.user_id == AppUser.id)
+            .lateral()
+        )
+        statement = (
+            select(
+                AppUser.id,
+                AppUser.name,
+                AppUser.role,
+                AppUser.created_at,
+                AppUser.password_hash.is_not(None).label("has_password"),
+                tokens.c.active.label("active_tokens"),
+                tokens.c.last_used_at,
+            )
+            .join(tokens, true())
+            .order_by(AppUser.name)
+        )
+        return [UserRow(**row._mapping) for row in await self.session.execute(statement)]
+
+    async def admins(self) -> list[AdminRow]:
+        """Every admin and whether they can sign in (the rule that one always can, app.services.users)."""
+        can_sign_in = or_(AppUser.password_hash.is_not(None), exists().where(_active_token_of(AppUser.id))).label(
+            "can_sign_in"
+        )
+        statement = select(AppUser.name, can_sign_in).where(AppUser.role == Role.admin).order_by(AppUser.name)
+        return [AdminRow(row.name, bool(row.can_sign_in)) for row in await self.session.execute(statement)]
 
     async def set_password_hash(self, user_id: uuid.UUID, password_hash: str | None) -> None:
         await self.session.execute(update(AppUser).where(AppUser.id == user_id).values(password_hash=password_hash))

@@ -6,10 +6,10 @@ scoping and rate limits are the contract's, and the console holds no second path
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +27,13 @@ from app.db.repositories.users import UserRepository
 from app.http.ui.graph import legend, neighbourhood
 from app.http.ui.session import COOKIE_PATH, SESSION_COOKIE, SIGN_IN_COOKIE, SessionCodec, SessionData, same_token
 from app.mcp.registry import ToolSpec, dispatch
+from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.catalog import ALL_SPECS
+from app.services import recall_reads
 from app.services.auth import AuthService, hash_token
 from app.services.context import AppContext
+from app.services.passwords import PasswordCheck, TooManyAttempts
+from app.services.users import UserService
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +46,16 @@ TIMELINE_PAGE = 50
 # the largest console form: a page of selected ids (≤ 50 × 36 characters) beside a summary (≤ 720 characters)
 FORM_LIMIT = 16 * 1024
 BAD_TOKEN = "That API token was not accepted: it is unknown, revoked or expired. Paste the whole token (smt_…)."
+# One text for an unknown user, a user without a password and a wrong password: nothing tells them apart.
+BAD_PASSWORD = "That user name and password were not accepted."
 
 
 @dataclass(frozen=True)
 class ConsoleConfig:
     codec: SessionCodec
     local: Callable[[], Principal | None] | None = None  # auth mode `none`: every caller is the local user
+    # The process's password check, shared with the OAuth sign-in page (one throttle for both forms).
+    passwords: PasswordCheck = field(default_factory=PasswordCheck)
 
 
 @dataclass
@@ -113,21 +121,45 @@ class Console:
         session = self.config.codec.read(request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None, None
-        async with self.context.db.autocommit() as db:  # one SELECT, as the bearer check
-            match = await UserRepository(db).token_for_hash(session.token_hash)
-        if match is None or match.expired:
+        async with self.context.db.autocommit() as db:  # one SELECT: the bearer check's, or the user's by id
+            if session.token_hash is None:
+                assert session.user_id is not None
+                found = await UserService(db).password_session(session.user_id)
+            else:
+                match = await UserRepository(db).token_for_hash(session.token_hash)
+                if match is None or match.expired:
+                    return None, None
+                return match.principal, session
+        # A changed or cleared password ends the sessions the old one opened.
+        if found is None or not self.config.codec.same_password(session, found[1]):
             return None, None
-        return match.principal, session
+        return found[0], session
 
     def render(self, request: Request, name: str, values: dict[str, Any], status: int = 200) -> Response:
         response = self.templates.TemplateResponse(request, name, values, status_code=status)
         _no_store(response)
         return response
 
-    def sign_in_page(self, request: Request, error: str | None = None, status: int = 200) -> Response:
+    def sign_in_page(
+        self,
+        request: Request,
+        error: str | None = None,
+        status: int = 200,
+        *,
+        by_password: bool = False,
+        user_name: str = "",
+        next_page: str | None = None,
+    ) -> Response:
         # A fresh double-submit token per form: the cookie and the hidden field must come back equal.
         csrf = secrets.token_urlsafe(32)
-        values = {"csrf": csrf, "error": error, "user": None, "next": _safe_next(request.query_params.get("next"))}
+        values = {
+            "csrf": csrf,
+            "error": error,
+            "error_for": "password" if by_password else "token",
+            "user": None,
+            "user_name": user_name,
+            "next": _safe_next(next_page or request.query_params.get("next")),
+        }
         response = self.render(request, "sign_in.html", values, status)
         response.set_cookie(SIGN_IN_COOKIE, csrf, max_age=3600, path=COOKIE_PATH, **_flags(request))
         return response
@@ -144,9 +176,11 @@ class Console:
             return _too_large()
         if not same_token(request.cookies.get(SIGN_IN_COOKIE), _field(form, "csrf")):
             return _csrf_refusal()
+        if "password" in form.fields:
+            return await self.sign_in_with_password(request, form)
         token = _field(form, "token").strip()
         if not token:
-            return self.sign_in_page(request, "Paste your API token to sign in.", 400)
+            return self.sign_in_page(request, "Paste your API token to sign in.", 400, next_page=form.get("next"))
         try:
             async with self.context.db.autocommit() as db:  # the bearer check's verification, token and all
                 # No TokenUsage: its flusher belongs to the /mcp app; `token list` shows MCP use, not sign-ins.
@@ -157,14 +191,46 @@ class Console:
             return self.sign_in_page(request, "The database is unavailable; try again shortly.", 503)
         if principal is None:
             logger.info("console sign-in refused: token not accepted")
-            return self.sign_in_page(request, BAD_TOKEN, 401)
+            return self.sign_in_page(request, BAD_TOKEN, 401, next_page=form.get("next"))
         cookie, _ = self.config.codec.issue(hash_token(token))
+        logger.info("console sign-in: user %r (API token)", principal.name)
+        return self.signed_in(request, form, cookie)
+
+    async def sign_in_with_password(self, request: Request, form: Form) -> Response:
+        """The OAuth sign-in page's check (PasswordCheck: throttled per user name, one answer and one pace for
+        an unknown user, no password and a wrong one), then the same session cookie as a token's."""
+        name, password = form.get("user").strip()[:200], form.get("password")
+
+        def refuse(message: str, status: int) -> Response:
+            return self.sign_in_page(
+                request, message, status, by_password=True, user_name=name, next_page=form.get("next")
+            )
+
+        if not name or not password:
+            return refuse("Enter your user name and password to sign in.", 400)
+        try:
+            matched = await self.config.passwords.check(self.context.db, name, password)
+        except TooManyAttempts as refusal:
+            wait = f"retry in {refusal.retry_after:.0f} s"
+            response = refuse(f"Too many sign-in attempts for this user name: {wait}.", 429)
+            response.headers["Retry-After"] = str(max(1, round(refusal.retry_after)))
+            return response
+        except Exception as error:
+            if not is_unavailable(error):
+                raise
+            return refuse("The database is unavailable; try again shortly.", 503)
+        if matched is None or matched.principal.user_id is None:
+            return refuse(BAD_PASSWORD, 401)
+        cookie, _ = self.config.codec.issue_for_password(matched.principal.user_id, matched.password_hash)
+        logger.info("console sign-in: user %r (password)", matched.principal.name)
+        return self.signed_in(request, form, cookie)
+
+    def signed_in(self, request: Request, form: Form, cookie: str) -> Response:
         response = RedirectResponse(_safe_next(_field(form, "next")), status_code=303)
         response.set_cookie(
             SESSION_COOKIE, cookie, max_age=self.config.codec.max_age, path=COOKIE_PATH, **_flags(request)
         )
         response.delete_cookie(SIGN_IN_COOKIE, path=COOKIE_PATH)
-        logger.info("console sign-in: user %r", principal.name)
         return response
 
     async def sign_out(self, request: Request) -> Response:
@@ -258,14 +324,20 @@ class Console:
         return self.render(request, "preview.html", {**values, "hidden": hidden, "thoughts": thoughts})
 
     async def thoughts(self, principal: Principal, ids: list[str]) -> dict[str, dict[str, Any]]:
-        """Each thought by id (`memory_recall action=get`), or the tool's refusal as `{"error": …}`."""
+        """Each thought by id, shaped as `memory_recall action=get` answers it, or `{"error": …}` for an id that is
+        not a thought. One read for all of them (app.services.recall_reads.get_many), no hit counted: a page of 25
+        proposals shows up to 50 thoughts, which took 50 `get` calls (~150 ms at 100 k thoughts, docs/CONSOLE.md).
+        Every role may read every thought, so the principal only has to be signed in."""
         unique = list(dict.fromkeys(thought_id for thought_id in ids if thought_id))
-
-        async def read(thought_id: str) -> Answer:
-            return await self.call(principal, "memory_recall", {"action": "get", "thought_id": thought_id})
-
-        found = await asyncio.gather(*(read(thought_id) for thought_id in unique))
-        return {key: one.item if one.item else {"error": one.error} for key, one in zip(unique, found, strict=True)}
+        parsed = {thought_id: _uuid(thought_id) for thought_id in unique}
+        found = await recall_reads.get_many(self.context, [value for value in parsed.values() if value is not None])
+        shape = ThoughtShaper(compact=False)
+        return {
+            thought_id: shape(found[value])
+            if value is not None and value in found
+            else {"error": f"Thought {thought_id} not found"}
+            for thought_id, value in parsed.items()
+        }
 
     async def call(self, principal: Principal, tool: str, arguments: dict[str, Any]) -> Answer:
         return await call_tool(self.context, principal, tool, arguments)
@@ -492,6 +564,13 @@ def _safe_next(target: str | None) -> str:
 
 def _pick(projects: list[dict[str, Any]], project_id: str | None) -> dict[str, Any] | None:
     return next((project for project in projects if project.get("id") == project_id), None) if project_id else None
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
 
 
 def _int(value: str | None) -> int:

@@ -1,9 +1,10 @@
 """The console's operations pages (admin only): counts per project and background job state, health with its
 safe fix, and API tokens.
 
-The overview reads through tools only: each project's thoughts by status are `memory_reflect action=timeline`
-totals (limit 1, scoped by the project's path), the background jobs' settings and the embedder's state are the
-lines of `memory_status action=config`.
+The overview lists the projects `memory_manage action=list` answers with their thoughts by status, counted in one
+grouped query (app.services.projects.thought_counts: the tools would need a `memory_reflect timeline` total per
+project and status, 3 × (projects + 1) calls); each background job's last run is app.services.job_runs'; the
+jobs' settings and the embedder's state are the lines of `memory_status action=config`.
 
 Health reads through `memory_status action=health`; its fix has no MCP action, so it runs the service call the
 `POST /api/health-check/fix` route runs, with the same audit event. Tokens use the `AuthService` calls of the
@@ -24,10 +25,14 @@ from starlette.responses import Response
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
+from app.db.repositories.job_runs import JobRunRow
 from app.errors import AppError
 from app.http.ui.session import SessionData
 from app.services.auth import AuthService, parse_expiry
 from app.services.health import HealthService
+from app.services.job_runs import JobRunService
+from app.services.jobs import JOBS
+from app.services.projects import thought_counts
 
 if TYPE_CHECKING:
     from app.http.ui.console import Answer, Console, Form, PageHandler
@@ -35,7 +40,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COUNTED_STATUSES = ("active", "draft", "archived")
-MAX_COUNTED_PROJECTS = 50  # 3 timeline calls each (rate limit: 1200 calls a minute per token by default)
 JOB_KEYS = ("jobs.", "decay.", "embedder.")
 ADMIN_ONLY = "Forbidden: the operations pages need the admin role; user '{name}' is a {role}."
 DEFAULT_LIFETIME_DAYS = 90  # auth.token_lifetime_days when the settings view does not say
@@ -60,56 +64,43 @@ def admin_only(handler: PageHandler) -> PageHandler:
 
 
 async def overview(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    projects = await console.projects(principal)
-    counted = [project for project in projects.items if project.get("local_path")][:MAX_COUNTED_PROJECTS]
-    scopes: list[str | None] = [None, *(str(project["local_path"]) for project in counted)]
+    async def last_runs() -> dict[str, JobRunRow]:
+        async with console.context.db.autocommit() as db:
+            return await JobRunService(db).last_runs()
 
-    async def total(cwd: str | None, status: str) -> int | None:
-        arguments: dict[str, Any] = {"action": "timeline", "status": status, "limit": 1, "fields": ["id"]}
-        if cwd is not None:
-            arguments["cwd"] = cwd
-        answer = await console.call(principal, "memory_reflect", arguments)
-        return None if answer.error else int((answer.meta.get("counts") or {}).get("total") or 0)
-
-    config_call = console.call(principal, "memory_status", {"action": "config"})
-    found: list[int | None] = list(
-        await asyncio.gather(*(total(cwd, status) for cwd in scopes for status in COUNTED_STATUSES))
+    projects, config, counts, runs = await asyncio.gather(
+        console.projects(principal),
+        console.call(principal, "memory_status", {"action": "config"}),
+        thought_counts(console.context),
+        last_runs(),
     )
-    config = await config_call
-    width = len(COUNTED_STATUSES)
-    by_scope = [
-        dict(zip(COUNTED_STATUSES, found[i * width : (i + 1) * width], strict=True)) for i in range(len(scopes))
-    ]
-    everywhere, rows = by_scope[0], []
-    for project, counts in zip(counted, by_scope[1:], strict=True):
-        rows.append({"project": project, "counts": counts, "total": _sum(counts)})
-    rest = {status: _difference(everywhere[status], [row["counts"][status] for row in rows]) for status in everywhere}
-    unpathed = [project for project in projects.items if not project.get("local_path")]
+    by_project = {str(project_id): by_status for project_id, by_status in counts.items()}
+    rows = []
+    for project in projects.items:
+        found = by_project.get(str(project.get("id")), {})
+        row = {status: found.get(status, 0) for status in COUNTED_STATUSES}
+        rows.append({"project": project, "counts": row, "total": sum(row.values())})
+    everywhere = {status: sum(found.get(status, 0) for found in counts.values()) for status in COUNTED_STATUSES}
     values = console.base(
         principal,
         session,
         projects=projects,
         rows=rows,
-        everywhere={"counts": everywhere, "total": _sum(everywhere)},
-        rest={"counts": rest, "total": _sum(rest)},
-        unpathed=unpathed,
-        uncounted=[p for p in projects.items if p.get("local_path")][MAX_COUNTED_PROJECTS:],
+        everywhere={"counts": everywhere, "total": sum(everywhere.values())},
         statuses=COUNTED_STATUSES,
         config=config,
         jobs=_job_lines(config),
+        runs=_job_rows(runs),
     )
     return console.render(request, "operations.html", values, projects.status if projects.error else 200)
 
 
-def _sum(counts: dict[str, int | None]) -> int | None:
-    values = list(counts.values())
-    return None if any(value is None for value in values) else sum(value or 0 for value in values)
-
-
-def _difference(whole: int | None, parts: list[int | None]) -> int | None:
-    if whole is None or any(part is None for part in parts):
-        return None
-    return whole - sum(part or 0 for part in parts)
+def _job_rows(runs: dict[str, JobRunRow]) -> list[tuple[str, JobRunRow | None]]:
+    """Every job of this version by name with its last run (None: never recorded), then rows of jobs it does not
+    know (a newer replica's)."""
+    known = {job.key for job in JOBS}
+    unknown = [(key, run) for key, run in sorted(runs.items()) if key not in known]
+    return [(job.name, runs.get(job.key)) for job in JOBS] + unknown
 
 
 def _job_lines(config: Answer) -> list[tuple[str, str]]:
@@ -159,8 +150,8 @@ async def _tokens_page(
     return console.render(request, "tokens.html", page, status)
 
 
-async def _audit(db: AsyncSession, principal: Principal, action: str, details: dict[str, Any]) -> None:
-    """Token changes made from a browser are audited (tool `console`), beside the token rows themselves."""
+async def audit_change(db: AsyncSession, principal: Principal, action: str, details: dict[str, Any]) -> None:
+    """Token and user changes made from a browser are audited (tool `console`), in the change's transaction."""
     await AuditRepository(db).record(principal.user_id, "console", action, [], None, details)
 
 
@@ -179,7 +170,7 @@ async def token_create(
             chosen = Role(role) if role in Role.__members__ else None
             label = form.get("label") or None
             token, user = await AuthService(db).create_token(form.get("user"), chosen, label, expires_at)
-            await _audit(db, principal, "token_create", {"user": user.name})
+            await audit_change(db, principal, "token_create", {"user": user.name})
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r created a token for %r", principal.name, user.name)
@@ -194,7 +185,7 @@ async def token_revoke(
     try:
         async with console.context.db.unit_of_work() as db:
             await AuthService(db).revoke(token_id)
-            await _audit(db, principal, "token_revoke", {"token_id": token_id})
+            await audit_change(db, principal, "token_revoke", {"token_id": token_id})
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r revoked token %s", principal.name, token_id)
@@ -210,7 +201,7 @@ async def token_rotate(
         async with console.context.db.unit_of_work() as db:
             rotated = await AuthService(db).rotate(token_id, expires_at)
             details = {"token_id": token_id, "successor": str(rotated.token_id)}
-            await _audit(db, principal, "token_rotate", details)
+            await audit_change(db, principal, "token_rotate", details)
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r rotated token %s", principal.name, token_id)

@@ -17,7 +17,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from app.db.records import Principal
-from app.http.ui import operations, review
+from app.http.ui import operations, review, users
 from app.http.ui.console import HERE, Console, ConsoleConfig, posting
 from app.http.ui.operations import admin_only
 from app.http.ui.session import COOKIE_PATH, SessionData
@@ -58,6 +58,11 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/admin/tokens/create", page(admin_only(posting(operations.token_create))), methods=["POST"]),
         Route("/admin/tokens/revoke", page(admin_only(posting(operations.token_revoke))), methods=["POST"]),
         Route("/admin/tokens/rotate", page(admin_only(posting(operations.token_rotate))), methods=["POST"]),
+        Route("/admin/users", page(admin_only(users.users)), methods=["GET"]),
+        Route("/admin/users/create", page(admin_only(posting(users.user_create))), methods=["POST"]),
+        Route("/admin/users/role", page(admin_only(posting(users.user_role))), methods=["POST"]),
+        Route("/admin/users/password", page(admin_only(posting(users.user_password))), methods=["POST"]),
+        Route("/admin/users/password/clear", page(admin_only(posting(users.user_password_clear))), methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
     ]
     return Starlette(routes=[Mount(COOKIE_PATH, routes=routes)])

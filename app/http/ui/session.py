@@ -1,9 +1,11 @@
 """Console sessions: an HMAC-signed cookie every replica accepts, and the CSRF tokens of the forms.
 
-The cookie carries the SHA-256 of the API token the user signed in with (never the token itself, which also
-opens /mcp), when it was issued, and the session's CSRF token. Each request looks the hash up again — the
-same query `AuthService.verify` runs — so a revoked or expired token, or a changed role, applies at once, on
-any replica: what replicas must share is the database and `console.secret_key`, nothing held in memory.
+The cookie carries when it was issued, the session's CSRF token and what the user signed in with: the SHA-256
+of their API token (never the token itself, which also opens /mcp), or — signed in with a password — their user
+id and a mark of their stored password hash (an HMAC of it under the session key, never the hash). Each request
+looks the user up again — for a token the same query `AuthService.verify` runs — so a revoked or expired token,
+a changed or cleared password, or a changed role applies at once, on any replica: what replicas must share is
+the database and `console.secret_key`, nothing held in memory.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import os
 import secrets
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,9 +37,11 @@ _KEY_CONTEXT = b"synaptomind console session v1"
 
 @dataclass(frozen=True)
 class SessionData:
-    token_hash: bytes  # hash_token(the API token): the key AuthService's lookup uses
+    token_hash: bytes | None  # hash_token(the API token): the key AuthService's lookup uses; None: a password
     issued_at: int
     csrf: str
+    user_id: uuid.UUID | None = None  # signed in with a password: the user, and the mark of the hash it matched
+    password_mark: str | None = None
 
 
 def load_secret(configured: SecretStr | None, data_dir: Path) -> bytes:
@@ -92,9 +97,32 @@ class SessionCodec:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
 
     def issue(self, token_hash: bytes, now: float | None = None) -> tuple[str, SessionData]:
-        data = SessionData(token_hash, int(time.time() if now is None else now), secrets.token_urlsafe(32))
-        body = _b64(json.dumps({"h": data.token_hash.hex(), "t": data.issued_at, "c": data.csrf}).encode())
+        """A session opened with an API token."""
+        return self._issue(SessionData(token_hash, _now(now), secrets.token_urlsafe(32)))
+
+    def issue_for_password(
+        self, user_id: uuid.UUID, password_hash: str, now: float | None = None
+    ) -> tuple[str, SessionData]:
+        """A session opened with a password: it lasts while the user's stored hash is the one that matched."""
+        mark = self.password_mark(password_hash)
+        return self._issue(SessionData(None, _now(now), secrets.token_urlsafe(32), user_id, mark))
+
+    def _issue(self, data: SessionData) -> tuple[str, SessionData]:
+        values: dict[str, object] = {"t": data.issued_at, "c": data.csrf}
+        if data.token_hash is not None:
+            values["h"] = data.token_hash.hex()
+        else:
+            values.update(u=str(data.user_id), p=data.password_mark)
+        body = _b64(json.dumps(values).encode())
         return f"{body}.{self._mac(body)}", data
+
+    def password_mark(self, password_hash: str) -> str:
+        """What a password session keeps of the hash it matched: keyed, so the cookie reveals nothing of it."""
+        return self._mac("password " + password_hash)
+
+    def same_password(self, session: SessionData, password_hash: str | None) -> bool:
+        """Whether the user's stored hash is still the one this password session signed in with."""
+        return password_hash is not None and same_token(session.password_mark, self.password_mark(password_hash))
 
     def local_csrf(self) -> str:
         """The forms' CSRF token with auth mode `none` (no session to hold one): derived from the signing key,
@@ -110,11 +138,19 @@ class SessionCodec:
             return None
         try:
             values = json.loads(_unb64(body))
-            data = SessionData(bytes.fromhex(values["h"]), int(values["t"]), str(values["c"]))
+            if "h" in values:
+                data = SessionData(bytes.fromhex(values["h"]), int(values["t"]), str(values["c"]))
+            else:
+                user_id, mark = uuid.UUID(values["u"]), str(values["p"])
+                data = SessionData(None, int(values["t"]), str(values["c"]), user_id, mark)
         except (ValueError, KeyError, TypeError, binascii.Error):
             return None
         age = (time.time() if now is None else now) - data.issued_at
         return data if 0 <= age < self.max_age else None
+
+
+def _now(now: float | None) -> int:
+    return int(time.time() if now is None else now)
 
 
 def same_token(expected: str | None, given: str | None) -> bool:

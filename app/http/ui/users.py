@@ -1,0 +1,128 @@
+"""The console's users page (admin only): every user with their global role, whether a password is set, their
+active tokens and last token use; creating a user, changing a role, setting or clearing a password.
+
+Every change goes through app.services.users (the service `synaptomind user …` and `token create` use), in its
+own unit of work with its audit event (`console` / `user_create`, `user_role`, `user_password_set`,
+`user_password_clear`), as the tokens page audits; the service refuses a change that would leave no admin, or no
+admin who can sign in.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.db.models import Role
+from app.db.records import Principal
+from app.errors import AppError, bad_request
+from app.http.ui.operations import audit_change
+from app.http.ui.session import SessionData
+from app.services.users import UserService
+
+if TYPE_CHECKING:
+    from app.http.ui.console import Console, Form
+
+logger = logging.getLogger(__name__)
+
+
+async def users(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    return await _users_page(console, request, principal, session)
+
+
+async def _users_page(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    status: int = 200,
+    **values: Any,
+) -> Response:
+    async with console.context.db.autocommit() as db:
+        rows = await UserService(db).list_users()
+    page = console.base(principal, session, rows=rows, roles=[role.value for role in Role], **values)
+    return console.render(request, "users.html", page, status)
+
+
+def _role(value: str) -> Role:
+    if value not in Role.__members__:
+        raise bad_request(f"role: one of {', '.join(role.value for role in Role)} (not {value!r})")
+    return Role(value)
+
+
+async def user_create(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    password = form.get("password") or None
+    try:
+        role = _role(form.get("role"))
+        async with console.context.db.unit_of_work() as db:
+            user = await UserService(db).create_user(form.get("name"), role, password)
+            details = {"user": user.name, "role": role.value, "password": password is not None}
+            await audit_change(db, principal, "user_create", details)
+    except AppError as error:
+        return await _users_page(console, request, principal, session, error.status_code, error=error.message)
+    logger.info("console: user %r created user %r (%s)", principal.name, user.name, role.value)
+    with_password = ", with a password" if password is not None else ""
+    notice = f"User {user.name} created ({role.value}{with_password})."
+    return await _users_page(console, request, principal, session, notice=notice)
+
+
+async def user_role(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    try:
+        role = _role(form.get("role"))
+        async with console.context.db.unit_of_work() as db:
+            service = UserService(db)
+            before = await service.find(form.get("name"))
+            user = await service.set_role(before.name, role)
+            if before.role != role:
+                await audit_change(
+                    db, principal, "user_role", {"user": user.name, "from": before.role.value, "to": role.value}
+                )
+    except AppError as error:
+        return await _users_page(console, request, principal, session, error.status_code, error=error.message)
+    if before.role == role:
+        notice = f"{user.name} already has the {role.value} role."
+    else:
+        logger.info("console: user %r made %r a %s", principal.name, user.name, role.value)
+        notice = f"{user.name} now has the {role.value} role (was {before.role.value})."
+    return await _users_page(console, request, principal, session, notice=notice)
+
+
+async def user_password(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    return await _set_password(console, request, principal, session, form.get("name"), form.get("password"))
+
+
+async def user_password_clear(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    return await _set_password(console, request, principal, session, form.get("name"), None)
+
+
+async def _set_password(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    name: str,
+    password: str | None,
+) -> Response:
+    action = "user_password_set" if password is not None else "user_password_clear"
+    try:
+        async with console.context.db.unit_of_work() as db:
+            user = await UserService(db).set_password(name, password)
+            await audit_change(db, principal, action, {"user": user.name})
+    except AppError as error:
+        return await _users_page(console, request, principal, session, error.status_code, error=error.message)
+    logger.info("console: user %r %s the password of %r", principal.name, "set" if password else "cleared", user.name)
+    if password is None:
+        notice = f"The password of {user.name} is cleared: they sign in with an API token only."
+    else:
+        notice = f"The password of {user.name} is set; their earlier password sessions have ended."
+    return await _users_page(console, request, principal, session, notice=notice)

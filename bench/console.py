@@ -1,0 +1,267 @@
+"""Benchmark: the web console's pages at scale — server time per page (issue 18: ≤ 100 ms at 100 k thoughts).
+
+    cp -a bench/.data/100000 /tmp/console100k               # a copy: this run migrates it and writes to it
+    python -m bench.console --data-dir /tmp/console100k      # 30 timed requests per page after 5 of warm-up
+
+The data set is `bench.dataset`'s (100 k realistic thoughts over 5 projects, 50/25/15/7/3 %); this bench
+refuses a data set under bench/.data itself, because it migrates the database to head, creates an admin user
+and token, runs one background-jobs tick (the decay, the counts, the project indexes, as a serving replica
+has) and enqueues edge proposals so the review queue has a page of them.
+
+The console app is `create_http_app` (token auth, offline model, rate limit and jobs off) driven in this
+process through httpx's ASGI transport: no network, no uvicorn. Signed in as the admin once; then each page
+is requested `--warmup` times untimed and `--requests` times timed, one at a time. "server" is the page's
+own `Server-Timing: app;dur=` (from the session check to the rendered page, the tools' calls included);
+"wall" is the client's, the ASGI plumbing and the cookie parsing on top. Results go to stdout and to
+bench/results/console-<N>.json (gitignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx2
+from pydantic import SecretStr
+from sqlalchemy import text
+
+from app.config import Settings
+from app.db import migrations
+from app.db.embedded import EmbeddedPostgres, tuned_server_settings
+from app.db.models import Role
+from app.embedding.profiles import OFFLINE_MINILM
+from app.main import build_context, create_http_app
+from app.services import jobs
+from app.services.auth import AuthService
+from app.services.context import AppContext
+from app.services.users import UserService
+from bench.common import machine
+from bench.dataset import DATA_ROOT, _prewarm, generate_queries, model_cache_dir, tool_caller
+from bench.search import pct
+
+BASE = "http://127.0.0.1:8765"
+CSRF = re.compile(r'name="csrf" value="([^"]*)"')
+RESULTS = Path(__file__).resolve().parent / "results"
+BENCH_USER = "bench-console"
+
+
+@dataclass
+class Page:
+    name: str
+    urls: Callable[[int], str]  # the i-th request's URL
+
+
+@dataclass
+class World:
+    """What the pages need of the data set: ids and queries, chosen once (seeded)."""
+
+    largest_project: dict[str, Any]
+    thought_ids: list[str]
+    busiest_id: str
+    queries: list[str]
+    thoughts: int
+
+
+async def _count(context: AppContext, sql: str) -> Any:
+    async with context.db.unit_of_work() as session:
+        return (await session.execute(text(sql))).scalar_one()
+
+
+async def prepare(context: AppContext, requests: int) -> World:
+    """The admin, one jobs tick, a queue of edge proposals, and the ids and queries the pages are asked for."""
+    async with context.db.unit_of_work() as session:
+        admin = await UserService(session).ensure_user(BENCH_USER, Role.admin)
+    started = time.perf_counter()
+    await jobs.run_jobs_tick(context.db, context.settings)  # as a serving replica has run it: counts, indexes
+    print(f"  one background-jobs tick in {time.perf_counter() - started:.0f} s", flush=True)
+    call = tool_caller(context, admin)
+    projects = (await call("memory_manage", {"action": "list"}))["items"]
+    async with context.db.unit_of_work() as session:
+        found = await session.execute(
+            text(
+                "SELECT p.local_path FROM project p JOIN thought t ON t.project_id = p.id "
+                "WHERE p.local_path IS NOT NULL GROUP BY p.local_path ORDER BY count(*) DESC LIMIT 1"
+            )
+        )
+        largest_path = str(found.scalar_one())
+        with_edges = [
+            str(row[0])
+            for row in await session.execute(
+                text(
+                    "SELECT t.id FROM thought t WHERE EXISTS (SELECT 1 FROM edge e WHERE e.source_id = t.id "
+                    "OR e.target_id = t.id) ORDER BY md5(t.id::text) LIMIT :n"
+                ),
+                {"n": requests},
+            )
+        ]
+        plain = [
+            str(row[0])
+            for row in await session.execute(
+                text("SELECT id FROM thought ORDER BY md5(id::text || 'plain') LIMIT :n"), {"n": requests}
+            )
+        ]
+        busiest = (
+            await session.execute(
+                text(
+                    "SELECT id FROM (SELECT source_id AS id FROM edge UNION ALL SELECT target_id FROM edge) e "
+                    "GROUP BY id ORDER BY count(*) DESC, id LIMIT 1"
+                )
+            )
+        ).scalar_one()
+    largest = next(project for project in projects if project.get("local_path") == largest_path)
+    pending = await _count(context, "SELECT count(*) FROM placement_proposal WHERE status = 'pending'")
+    if pending < 25:  # a full page of the queue: enqueue the largest project's thoughts until there is one
+        for thought_id in plain:
+            await call("edge_review", {"action": "enqueue", "thought_id": thought_id})
+            if await _count(context, "SELECT count(*) FROM placement_proposal WHERE status = 'pending'") >= 25:
+                break
+    ids = [thought_id for pair in zip(with_edges, plain, strict=False) for thought_id in pair][:requests]
+    queries = [query.text for query in generate_queries(max(requests, 20), project=0)]
+    thoughts = int(await _count(context, "SELECT count(*) FROM thought"))
+    return World(largest, ids, str(busiest), queries, thoughts)
+
+
+def pages(world: World) -> list[Page]:
+    project = world.largest_project["id"]
+    ids, queries = world.thought_ids, world.queries
+
+    def search(i: int, scoped: bool) -> str:
+        query = {"query": queries[i % len(queries)], **({"project": project} if scoped else {})}
+        return "/ui/search?" + urlencode(query)
+
+    return [
+        Page("search, one project (the largest)", lambda i: search(i, True)),
+        Page("search, every project", lambda i: search(i, False)),
+        Page("thought page (get + chain + graph)", lambda i: f"/ui/thoughts/{ids[i % len(ids)]}"),
+        Page("thought page, the most linked thought", lambda i: f"/ui/thoughts/{world.busiest_id}"),
+        Page(
+            "timeline, largest project (offsets 0–200)",
+            lambda i: f"/ui/projects/{project}/timeline?offset={50 * (i % 5)}",
+        ),
+        Page("edge review queue (25 proposals)", lambda i: "/ui/review/edges"),
+        Page("retention review list", lambda i: "/ui/review/retention"),
+        Page("auto-cluster form", lambda i: "/ui/review/clusters"),
+        Page("operations (counts, job state)", lambda i: "/ui/admin/operations"),
+        Page("health (every check)", lambda i: "/ui/admin/health"),
+        Page("users", lambda i: "/ui/admin/users"),
+        Page("tokens", lambda i: "/ui/admin/tokens"),
+    ]
+
+
+async def sign_in(client: httpx2.AsyncClient, token: str) -> None:
+    form = await client.get("/ui/sign-in")
+    found = CSRF.search(form.text)
+    assert found is not None, form.text[:300]
+    answer = await client.post("/ui/sign-in", data={"csrf": found[1], "token": token, "next": "/ui/"})
+    if answer.status_code != 303:
+        raise SystemExit(f"sign-in failed: {answer.status_code} {answer.text[:300]}")
+
+
+async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests: int) -> dict[str, Any]:
+    server: list[float] = []
+    wall: list[float] = []
+    for i in range(warmup + requests):
+        started = time.perf_counter()
+        answer = await client.get(page.urls(i))
+        elapsed = (time.perf_counter() - started) * 1000
+        if answer.status_code != 200:
+            raise SystemExit(f"{page.name}: {answer.status_code} {answer.text[:500]}")
+        if i >= warmup:
+            server.append(float(answer.headers["server-timing"].split("dur=")[1]))
+            wall.append(elapsed)
+    return {
+        "page": page.name,
+        "n": len(server),
+        "server_p50": round(pct(server, 50), 1),
+        "server_p95": round(pct(server, 95), 1),
+        "server_min": round(min(server), 1),
+        "server_max": round(max(server), 1),
+        "wall_p50": round(pct(wall, 50), 1),
+    }
+
+
+async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
+    settings = Settings(
+        _env_file=None,
+        database_url=SecretStr(url),
+        auth={"mode": "token"},
+        data_dir=work_dir,
+        embedding={"model": OFFLINE_MINILM, "cache_dir": model_cache_dir()},
+        rate_limit={"per_minute": 0},  # 18 tool calls an operations page: the bench would hit the default limit
+        jobs={"enabled": False},
+    )
+    context = build_context(settings, url)
+    await context.embedding.load()
+    if not context.embedding.available:
+        raise SystemExit(f"offline model not loadable: {context.embedding.note} (run `make model`)")
+    try:
+        world = await prepare(context, args.requests)
+        async with context.db.unit_of_work() as session:
+            token, _ = await AuthService(session).create_token(BENCH_USER, None, "bench.console session")
+        print(f"  prewarmed: {await _prewarm(url)}", flush=True)
+        app = create_http_app(settings, context)
+        transport = httpx2.ASGITransport(app=app)
+        results = []
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
+            await sign_in(client, token)
+            for page in pages(world):
+                result = await measure(client, page, args.warmup, args.requests)
+                print(
+                    f"  {result['page']:<45} server p50 {result['server_p50']:>7.1f} ms  p95 "
+                    f"{result['server_p95']:>7.1f} ms  max {result['server_max']:>7.1f} ms  "
+                    f"(wall p50 {result['wall_p50']:.1f} ms)",
+                    flush=True,
+                )
+                results.append(result)
+        return {
+            "machine": machine(),
+            "thoughts": world.thoughts,
+            "largest_project": world.largest_project["name"],
+            "warmup": args.warmup,
+            "requests": args.requests,
+            "pages": results,
+        }
+    finally:
+        await context.db.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, required=True, help="a copy of bench/.data/<N> (holds pgdata/)")
+    parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    data_dir = args.data_dir.resolve()
+    if data_dir.is_relative_to(DATA_ROOT.resolve()):
+        raise SystemExit(f"{data_dir} is a cached data set: copy it first (cp -a {data_dir} /tmp/console…)")
+    if not (data_dir / "pgdata").is_dir():
+        raise SystemExit(
+            f"{data_dir / 'pgdata'} not found: pass the copy of bench/.data/<N> (the folder holding pgdata)"
+        )
+    embedded = EmbeddedPostgres(data_dir, server_settings=tuned_server_settings())
+    url = embedded.start()
+    try:
+        migrations.upgrade(url)
+        logging.getLogger().setLevel(logging.WARNING)  # after the migration's logging set-up: no line per request
+        with tempfile.TemporaryDirectory(prefix="bench-console-") as work:
+            report = asyncio.run(run(url, args, Path(work)))
+    finally:
+        embedded.stop()
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"console-{report['thoughts']}.json"
+    out.write_text(json.dumps(report, indent=2, default=str))
+    print(f"results in {out}")
+
+
+if __name__ == "__main__":
+    main()
