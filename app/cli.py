@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
-from app.config import Settings, load_settings
+from app.config import AuthSettings, Settings, load_settings
 from app.db.models import Role
 
 T = TypeVar("T")
@@ -205,7 +205,7 @@ def _with_database(settings: Settings, work: Callable[..., Awaitable[T]]) -> T:
 
 EXPIRES_HELP = (
     "lifetime (12h, 30d, 90d, 1y), an ISO date (2027-06-30, its start in UTC) or `never`;"
-    " default: SYNAPTO_AUTH__TOKEN_LIFETIME_DAYS days (90 unless set)"
+    f" default: SYNAPTO_AUTH__TOKEN_LIFETIME_DAYS days ({AuthSettings().token_lifetime_days} unless set)"
 )
 
 

@@ -25,7 +25,7 @@ from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.backfill import run_backfill_loop
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.http.app import HostOriginMiddleware, LocalPrincipal, build_http_app, transport_security, with_public_url
 from app.http.ui import ConsoleConfig, ConsoleRouter, SessionCodec, build_console, load_secret
 from app.mcp.server import SynaptoServer
@@ -76,23 +76,11 @@ def open_database(settings: Settings, migrate: bool = True) -> DatabaseHandle:
     return DatabaseHandle(url, embedded)
 
 
-def embedding_config(settings: Settings) -> EmbeddingConfig:
-    embedding = settings.embedding
-    return EmbeddingConfig(
-        model=embedding.model,
-        model_dir=embedding.model_dir,
-        cache_dir=embedding.cache_dir,
-        threads=embedding.threads,
-        batch_size=embedding.batch_size,
-        allow_download=embedding.allow_download,
-    )
-
-
 def build_context(settings: Settings, url: str) -> AppContext:
     database = Database(build_engine(url, settings.pool_size))
     view = settings_view(settings, url)
     limiter = RateLimiter(settings.rate_limit.per_minute) if settings.rate_limit.per_minute else None
-    return AppContext(database, EmbeddingRuntime(embedding_config(settings)), settings, view, limiter)
+    return AppContext(database, EmbeddingRuntime(settings.embedding), settings, view, limiter)
 
 
 def mask_url(url: str) -> str:

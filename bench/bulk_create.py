@@ -59,7 +59,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.embedder import FastEmbedEmbedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile, profile_for
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime, offline_model_dir
+from app.embedding.runtime import EmbeddingRuntime, offline_model_dir
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
@@ -295,11 +295,11 @@ async def dispatch_transport(
     url: str, principal: Principal, embedder: FastEmbedEmbedder
 ) -> AsyncIterator[tuple[CallTool, TimedEmbedder]]:
     timed = TimedEmbedder(embedder)
-    config = EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=DEFAULT_CACHE_DIR)
-    runtime = EmbeddingRuntime(config)
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=DEFAULT_CACHE_DIR))
     runtime.use(timed)
-    db = Database(build_engine(url))
-    context = AppContext(db, runtime, shipped_settings())
+    shipped = shipped_settings()
+    db = Database(build_engine(url, shipped.pool_size))
+    context = AppContext(db, runtime, shipped)
     specs = {spec.name: spec for spec in ALL_SPECS}
 
     async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from app.config import DEFAULT_CACHE_DIR
+from app.config import DEFAULT_CACHE_DIR, EmbeddingSettings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
@@ -48,7 +48,7 @@ from app.db.models import Base, Role
 from app.db.records import Principal
 from app.db.vector import register_vector_codec
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
@@ -398,8 +398,7 @@ def model_cache_dir() -> Path:
 
 
 async def offline_runtime(threads: int | None = None) -> EmbeddingRuntime:
-    config = EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir(), threads=threads)
-    runtime = EmbeddingRuntime(config)
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=model_cache_dir(), threads=threads))
     await runtime.load()
     if not runtime.available or runtime.profile is None or runtime.profile.model_id != OFFLINE_MINILM:
         raise SystemExit(f"offline model not loadable: {runtime.note} (run `make model`)")

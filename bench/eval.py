@@ -64,13 +64,14 @@ from typing import Any
 import numpy as np
 from sqlalchemy import text
 
+from app.config import EmbeddingSettings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
@@ -616,12 +617,12 @@ def machine() -> dict[str, Any]:
 async def run(
     sets: list[str], conversation: dict[str, Any] | None, old: dict[str, Any] | None, model: str = OFFLINE_MINILM
 ) -> dict[str, Any]:
-    config = EmbeddingConfig(model=model, model_dir=None, cache_dir=model_cache_dir())
-    runtime = EmbeddingRuntime(config)
+    settings = EmbeddingSettings(model=model, cache_dir=model_cache_dir())
+    runtime = EmbeddingRuntime(settings)
     await runtime.load()
     if runtime.profile is None or runtime.profile.model_id != model:
         sys.exit(f"model {model} not loadable: {runtime.note} (run `make model`)")
-    lexical_runtime = EmbeddingRuntime(config)  # never loaded: no embedder, searches answer lexically
+    lexical_runtime = EmbeddingRuntime(settings)  # never loaded: no embedder, searches answer lexically
     results: dict[str, Any] = {}
     for name in sets:
         started = time.perf_counter()

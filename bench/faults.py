@@ -44,7 +44,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from app.config import DecaySettings, Settings
+from app.config import DecaySettings, EmbeddingSettings, Settings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
@@ -53,9 +53,9 @@ from app.db.records import Principal
 from app.embedding.backfill import backfill_once
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.ids import new_id
-from app.main import build_context, create_http_app, embedding_config
+from app.main import build_context, create_http_app
 from app.services.jobs import decay_importance
 from bench.common import loopback_listener, shipped_settings, uvicorn_serving
 from bench.load import (
@@ -135,7 +135,7 @@ class FlakyEmbedder:
 
 
 async def load_embedder() -> Embedder:
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=cache_dir()))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=cache_dir()))
     await runtime.load()
     if runtime.embedder is None:
         raise RuntimeError(f"offline model not loadable: {runtime.note} (run `make model`)")
@@ -282,7 +282,7 @@ async def _dispatch_while_down(url: str) -> tuple[str, float]:
 
     spec = next(spec for spec in ALL_SPECS if spec.name == "memory_recall")
     db = Database(build_engine(url, 1))
-    runtime = ControlledRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=cache_dir()))
+    runtime = ControlledRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=cache_dir()))
     principal = Principal(new_id(), "fault-probe", Role.reader)
     started = time.monotonic()
     try:
@@ -324,7 +324,7 @@ async def embedder_fault(database_url: str, work_dir: Path, embedder: Embedder) 
     started = time.monotonic()
     marker = f"zebrafault{int(time.time() * 1000) % 10**8}"
     flaky = FlakyEmbedder(embedder)
-    runtime = ControlledRuntime(embedding_config(Settings(_env_file=None)))
+    runtime = ControlledRuntime(Settings(_env_file=None).embedding)
     runtime.state, runtime.note = "unavailable", "fault injection: no embedder"
     [token] = await create_tokens(database_url, [f"fault-embedder-{marker}"])
     pending_sql = "SELECT count(*) FROM thought WHERE content LIKE :like AND embedding IS NULL"
@@ -382,7 +382,7 @@ async def disconnect_fault(database_url: str, work_dir: Path) -> CheckResult:
     """The vectors stay pending here (no embedder): the call is all database work, which is what is cut."""
     result = CheckResult("fault disconnect")
     started = time.monotonic()
-    runtime = ControlledRuntime(embedding_config(Settings(_env_file=None)))
+    runtime = ControlledRuntime(Settings(_env_file=None).embedding)
     run = f"{int(time.time() * 1000) % 10**8}"
     [token] = await create_tokens(database_url, [f"fault-disconnect-{run}"])
     outcomes: dict[str, int] = {}
@@ -506,7 +506,7 @@ async def race_backfill(database_url: str, embedder: Embedder, rows: int = 40) -
     flaky = FlakyEmbedder(embedder, delay=0.3)
     runtimes = []
     for _ in range(2):
-        runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=cache_dir()))
+        runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=cache_dir()))
         runtime.use(flaky)
         runtimes.append(runtime)
     dbs = [Database(build_engine(database_url, 2)) for _ in range(2)]

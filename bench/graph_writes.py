@@ -37,14 +37,14 @@ from typing import Any
 
 from sqlalchemy import text
 
-from app.config import DEFAULT_CACHE_DIR
+from app.config import DEFAULT_CACHE_DIR, EmbeddingSettings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
@@ -65,7 +65,7 @@ class Bench:
         self.principal: Principal | None = None
         self.specs = {spec.name: spec for spec in ALL_SPECS}
         # neither action embeds: the runtime stays unloaded
-        runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=DEFAULT_CACHE_DIR))
+        runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=DEFAULT_CACHE_DIR))
         self.context = AppContext(self.db, runtime, shipped_settings())
 
     async def setup(self) -> None:

@@ -55,10 +55,11 @@ import numpy as np
 import Stemmer
 from sqlalchemy import text
 
+from app.config import EmbeddingSettings
 from app.db.engine import Database
 from app.embedding.embedder import Vector
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext
 from app.services.search import RRF_K, pool_size
 from bench.common import shipped_settings
@@ -804,7 +805,7 @@ async def quality_section(
 
     principal = await admin_principal(db, "bench-search-quality")
     lexical_runtime = EmbeddingRuntime(  # never loaded: no embedder, so the service answers from the lexical leg
-        EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir())
+        EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=model_cache_dir())
     )
     callers = {
         "embedder": tool_caller(AppContext(db, runtime, shipped_settings()), principal),

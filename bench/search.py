@@ -56,6 +56,7 @@ from sqlalchemy import event, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
+from app.config import EmbeddingSettings
 from app.db.engine import Database, build_engine
 from app.db.models import Role, Thought, ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
@@ -64,7 +65,7 @@ from app.db.repositories.thoughts import VectorScan, id_in
 from app.db.vector import index_distance, register_vector_codec
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.jobs import refresh_thought_estimates
@@ -492,7 +493,7 @@ async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
     inner = await offline_runtime(args.embed_threads)
     assert inner.embedder is not None
     timed = TimedEmbedder(inner.embedder)
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=model_cache_dir()))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=model_cache_dir()))
     runtime.use(timed)
     db = Database(build_engine(dataset.url, pool_size=4))
     clock = StatementClock()

@@ -16,14 +16,14 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from app.config import Settings
+from app.config import EmbeddingSettings, Settings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
 from app.db.models import Base, Role
 from app.db.records import Principal
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from tests.helpers import ToolCaller
@@ -91,7 +91,7 @@ async def database(database_url: str) -> AsyncIterator[Database]:
 @pytest.fixture(scope="session")
 async def embedding_runtime() -> EmbeddingRuntime:
     """The real offline model (prepared by `make test` via `synaptomind prepare-model`)."""
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=MODEL_CACHE))
     await runtime.load()
     assert runtime.available, f"offline model not loadable: {runtime.note} (run `make model`)"
     return runtime

@@ -17,7 +17,7 @@ from app.db.vector import configure_vector_session
 CONNECT_TIMEOUT_SECONDS = 5  # an unreachable server fails the call fast instead of hanging in connect
 
 
-def build_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+def build_engine(url: str, pool_size: int) -> AsyncEngine:
     engine = create_async_engine(
         url,
         pool_size=pool_size,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
+from app.config import EmbeddingSettings
 from app.embedding.embedder import Embedder, FastEmbedEmbedder, Vector
 from app.embedding.profiles import OFFLINE_DIR_NAME, OFFLINE_MINILM, ModelProfile, profile_for
 from app.observability import EMBEDDER_QUEUE
@@ -21,19 +22,9 @@ from app.observability import EMBEDDER_QUEUE
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class EmbeddingConfig:
-    model: str
-    model_dir: Path | None
-    cache_dir: Path
-    threads: int | None = None
-    batch_size: int | None = None  # texts per ONNX run when storing; None: the profile's passage_batch_size
-    allow_download: bool = True
-
-
 @dataclass
 class EmbeddingRuntime:
-    config: EmbeddingConfig
+    settings: EmbeddingSettings
     embedder: Embedder | None = None
     state: str = "loading"  # loading | ready | fallback | unavailable
     note: str = ""
@@ -51,7 +42,7 @@ class EmbeddingRuntime:
         active = self.embedder.profile.model_id if self.embedder else ""
         return {
             "state": self.state,
-            "configured_model": self.config.model,
+            "configured_model": self.settings.model,
             "active_model": active,
             "note": self.note,
         }
@@ -71,7 +62,7 @@ class EmbeddingRuntime:
 
     async def load(self) -> None:
         """Load the configured model, else the offline one; never raises."""
-        embedder, state, note = await asyncio.to_thread(_load_best, self.config)
+        embedder, state, note = await asyncio.to_thread(_load_best, self.settings)
         if embedder is None:
             self.state, self.note = "unavailable", note
             self._ready.set()
@@ -130,37 +121,37 @@ def offline_model_dir(cache_dir: Path) -> Path:
     return cache_dir / OFFLINE_DIR_NAME
 
 
-def _load_best(config: EmbeddingConfig) -> tuple[Embedder | None, str, str]:
+def _load_best(settings: EmbeddingSettings) -> tuple[Embedder | None, str, str]:
     try:
-        profile = profile_for(config.model)
+        profile = profile_for(settings.model)
     except ValueError as error:
-        return _load_offline(config, str(error))
+        return _load_offline(settings, str(error))
     try:
-        return _load_configured(profile, config), "ready", ""
+        return _load_configured(profile, settings), "ready", ""
     except Exception as error:
         if profile.model_id == OFFLINE_MINILM:
             return None, "unavailable", f"offline model not loadable: {error}"
-        return _load_offline(config, f"configured model {profile.model_id} not available ({error})")
+        return _load_offline(settings, f"configured model {profile.model_id} not available ({error})")
 
 
-def _load_configured(profile: ModelProfile, config: EmbeddingConfig) -> Embedder:
-    model_dir = config.model_dir
+def _load_configured(profile: ModelProfile, settings: EmbeddingSettings) -> Embedder:
+    model_dir = settings.model_dir
     if model_dir is None and profile.hub_source is None:  # a profile `prepare-model` builds in the cache
-        model_dir = config.cache_dir / (profile.local_dir or OFFLINE_DIR_NAME)
-    load_args = (profile, model_dir, config.cache_dir, config.threads, config.batch_size)
+        model_dir = settings.cache_dir / (profile.local_dir or OFFLINE_DIR_NAME)
+    load_args = (profile, model_dir, settings.cache_dir, settings.threads, settings.batch_size)
     try:
         return FastEmbedEmbedder.load(*load_args, local_files_only=True)
     except Exception:
-        if model_dir is not None or not _hub_reachable(config.allow_download):
+        if model_dir is not None or not _hub_reachable(settings.allow_download):
             raise
     return FastEmbedEmbedder.load(*load_args, local_files_only=False)
 
 
-def _load_offline(config: EmbeddingConfig, reason: str) -> tuple[Embedder | None, str, str]:
+def _load_offline(settings: EmbeddingSettings, reason: str) -> tuple[Embedder | None, str, str]:
     profile = profile_for(OFFLINE_MINILM)
-    model_dir = offline_model_dir(config.cache_dir)
+    model_dir = offline_model_dir(settings.cache_dir)
     try:
-        embedder = FastEmbedEmbedder.load(profile, model_dir, config.cache_dir, config.threads, config.batch_size)
+        embedder = FastEmbedEmbedder.load(profile, model_dir, settings.cache_dir, settings.threads, settings.batch_size)
     except Exception as error:
         return None, "unavailable", f"{reason}; offline model not loadable from {model_dir}: {error}"
     note = f"{reason}; serving with the offline model {OFFLINE_MINILM} (run `synaptomind reembed` later)"

@@ -69,28 +69,41 @@ def lower_role(first: Role, second: Role) -> Role:
 
 @dataclass(frozen=True)
 class OAuthConfig:
-    """What the provider and the routes need of the settings; `issuer` is an origin without a trailing slash."""
+    """What the provider and the routes read of an enabled `oauth` settings group, derived from it alone."""
 
-    issuer: str
-    access_ttl: timedelta = timedelta(hours=1)
-    refresh_ttl: timedelta = timedelta(days=30)
-    registration_open: bool = True
+    settings: OAuthSettings
+
+    def __post_init__(self) -> None:
+        if not self.settings.enabled or not self.settings.public_url:
+            raise ValueError("OAuthConfig needs an enabled oauth settings group with its public_url")
+
+    @classmethod
+    def from_settings(cls, settings: OAuthSettings) -> OAuthConfig | None:
+        """None when OAuth is off."""
+        return cls(settings) if settings.enabled and settings.public_url else None
+
+    @property
+    def issuer(self) -> str:
+        """The public URL: an origin without a trailing slash, as the settings group normalised it."""
+        assert self.settings.public_url is not None  # checked by __post_init__
+        return self.settings.public_url
 
     @property
     def resource(self) -> str:
         """The protected resource (RFC 8707 / RFC 9728): the MCP endpoint; every token is bound to it."""
         return f"{self.issuer}/mcp"
 
-    @classmethod
-    def from_settings(cls, settings: OAuthSettings) -> OAuthConfig | None:
-        if not settings.enabled or not settings.public_url:
-            return None
-        return cls(
-            issuer=settings.public_url.rstrip("/"),
-            access_ttl=timedelta(minutes=settings.access_token_minutes),
-            refresh_ttl=timedelta(days=settings.refresh_token_days),
-            registration_open=settings.registration_open,
-        )
+    @property
+    def access_ttl(self) -> timedelta:
+        return timedelta(minutes=self.settings.access_token_minutes)
+
+    @property
+    def refresh_ttl(self) -> timedelta:
+        return timedelta(days=self.settings.refresh_token_days)
+
+    @property
+    def registration_open(self) -> bool:
+        return self.settings.registration_open
 
 
 class StoredCode(AuthorizationCode):

@@ -26,7 +26,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from pydantic import AnyUrl
 from sqlalchemy import text
 
-from app.config import Settings
+from app.config import OAuthSettings, Settings
 from app.db.engine import Database
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
@@ -283,7 +283,7 @@ async def test_the_sdk_client_signs_in_with_a_password(served: Served) -> None:
 
 async def test_a_token_for_another_resource_is_refused(served: Served) -> None:
     # Another deployment on the same database (another public URL) issues a token for *its* /mcp.
-    other = OAuthProvider(served.database, OAuthConfig(issuer="https://other.example"))
+    other = OAuthProvider(served.database, OAuthConfig(OAuthSettings(enabled=True, public_url="https://other.example")))
     client = OAuthClientInformationFull(client_id="other-client", redirect_uris=[AnyUrl(REDIRECT)])
     client.token_endpoint_auth_method = "none"
     await other.register_client(client)

@@ -37,6 +37,7 @@ from pydantic import AnyUrl
 from sqlalchemy import text
 from starlette.applications import Starlette
 
+from app.config import OAuthSettings
 from app.db.engine import Database
 from app.db.models import Role
 from app.http.oauth import api_token_role, oauth_routes
@@ -138,7 +139,9 @@ async def world(database: Database) -> AsyncIterator[World]:
     async with database.unit_of_work() as session:
         await session.execute(text(f"TRUNCATE {ALL_TABLES} RESTART IDENTITY CASCADE"))
         api_token, _ = await AuthService(session).create_token("fuzz-oauth", Role.writer, "fuzz")
-    provider = OAuthProvider(database, OAuthConfig(issuer=ISSUER), password_failure_delay=0.0)
+    provider = OAuthProvider(
+        database, OAuthConfig(OAuthSettings(enabled=True, public_url=ISSUER)), password_failure_delay=0.0
+    )
     app = Starlette(routes=oauth_routes(provider, provider.config, api_token_role(database)))
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=ISSUER) as http:
         confidential = await http.post("/register", json={"client_name": "Fuzz", "redirect_uris": [REDIRECT]})

@@ -9,8 +9,9 @@ from typing import Any
 
 from sqlalchemy import text
 
+from app.config import EmbeddingSettings
 from app.embedding.profiles import OFFLINE_MINILM, profile_for
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext
 from tests.helpers import Answer, ToolCaller
 
@@ -134,7 +135,7 @@ async def hit_count(context: AppContext, thought_id: str) -> int | None:
 
 def degraded_caller(caller: ToolCaller, cache_dir: Path) -> ToolCaller:
     """The same database and user, behind an EmbeddingRuntime that never loaded a model (embedder down)."""
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=cache_dir))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=cache_dir))
     assert not runtime.available
     context = AppContext(caller.context.db, runtime, caller.context.settings)
     return ToolCaller(context, caller.principal)

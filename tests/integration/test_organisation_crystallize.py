@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from app.config import EmbeddingSettings
 from app.db.records import Principal
 from app.db.repositories import neighbours
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
 from tests.contract import COMPACT_THOUGHT_KEYS, FULL_THOUGHT_KEYS
@@ -450,7 +451,7 @@ async def test_auto_cluster_refusals_write_nothing(writer: ToolCaller) -> None:
 
 
 async def test_auto_cluster_without_an_embedder_is_unavailable(writer: ToolCaller) -> None:
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=MODEL_CACHE))
     context = AppContext(writer.context.db, runtime, writer.context.settings)
     principal: Principal = writer.principal
     answer = await ToolCaller(context, principal)("memory_crystallize", {"action": "auto_cluster"})

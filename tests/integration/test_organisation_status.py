@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from app.config import Settings
+from app.config import EmbeddingSettings, Settings
 from app.db.repositories.projects import ProjectRepository
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.main import settings_view
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
@@ -76,7 +76,7 @@ async def put_slot(caller: ToolCaller, name: str, project_id: str | None, conten
 
 def unloaded_caller(caller: ToolCaller) -> ToolCaller:
     """The same user on a service whose embedder never loaded."""
-    runtime = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=MODEL_CACHE))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=MODEL_CACHE))
     return ToolCaller(AppContext(caller.context.db, runtime, caller.context.settings), caller.principal)
 
 

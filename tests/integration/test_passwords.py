@@ -22,7 +22,7 @@ from sqlalchemy import text
 from starlette.applications import Starlette
 
 from app import cli
-from app.config import Settings
+from app.config import OAuthSettings, Settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.http.oauth import PASSWORD_REFUSED, api_token_role, oauth_routes
@@ -163,7 +163,9 @@ class Pages:
 
 @pytest.fixture
 async def pages(clean_database: Database) -> AsyncIterator[Pages]:
-    provider = OAuthProvider(clean_database, OAuthConfig(issuer=ISSUER), password_failure_delay=0.0)
+    provider = OAuthProvider(
+        clean_database, OAuthConfig(OAuthSettings(enabled=True, public_url=ISSUER)), password_failure_delay=0.0
+    )
     app = Starlette(routes=oauth_routes(provider, provider.config, api_token_role(clean_database)))
     async with clean_database.unit_of_work() as session:
         service = UserService(session)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from app.config import EmbeddingSettings
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError
 from app.services import clustering
 from app.services.context import AppContext
@@ -77,6 +78,6 @@ async def test_auto_cluster_takes_the_callers_thresholds_and_needs_the_embedder(
 ) -> None:
     call = clustering.auto_cluster_call(app_context, 0.05, 7)
     assert (call.max_distance, call.min_members) == (0.05, 7)
-    unloaded = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=tmp_path))
+    unloaded = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=tmp_path))
     with pytest.raises(AppError, match="auto_cluster needs the embedder"):
         clustering.auto_cluster_call(dataclasses.replace(app_context, embedding=unloaded), None, None)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from app.config import EmbeddingSettings
 from app.embedding.profiles import OFFLINE_MINILM
-from app.embedding.runtime import EmbeddingConfig, EmbeddingRuntime
+from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError
 from app.services.context import AppContext
 from app.services.hits import HitService
@@ -53,7 +54,7 @@ async def test_a_summary_is_embedded_when_the_embedder_is_ready(app_context: App
     embedded = await embedded_summary(app_context, summary)
     assert embedded.embedding is not None and app_context.embedding.profile is not None
     assert embedded.embedding_model == app_context.embedding.profile.model_id
-    unloaded = EmbeddingRuntime(EmbeddingConfig(model=OFFLINE_MINILM, model_dir=None, cache_dir=tmp_path))
+    unloaded = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=tmp_path))
     assert await embedded_summary(dataclasses.replace(app_context, embedding=unloaded), summary) == summary
 
 

@@ -13,6 +13,8 @@ def test_off_by_default_and_nothing_is_served() -> None:
     settings = Settings(_env_file=None)
     assert settings.oauth.enabled is False
     assert OAuthConfig.from_settings(settings.oauth) is None
+    with pytest.raises(ValueError, match="needs an enabled oauth settings group"):
+        OAuthConfig(settings.oauth)
 
 
 @pytest.mark.parametrize(

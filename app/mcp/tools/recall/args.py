@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
+from app.config import SearchSettings
 from app.mcp.tools.common import CwdArgs, IdStr, LinksArgs, ShapeArgs, TagStr
 
 TOOL = "memory_recall"
@@ -17,7 +18,8 @@ STATUS = "default active (list: all)"
 TAG = "only thoughts with this tag"
 IS_CLUSTER = "true: clusters only; false: none"
 LIMIT = "default 10 (list: 50)"
-MIN_RELEVANCE = "gate for vector-only hits (default 0.4; 0 = off)"
+# The shipped default (tools/list is the same for every deployment): "default 0.4".
+MIN_RELEVANCE = f"gate for vector-only hits (default {SearchSettings().default_min_relevance}; 0 = off)"
 THOUGHT_ID = "thought id"
 MAX_DEGREE = "edges per traversal step"
 
