@@ -1,5 +1,5 @@
-"""Background jobs beside the requests: importance decay, proposal expiry, preview-token and OAuth-row purge, the
-project counts and per-project vector indexes (app.services.project_index_job) the search plans by.
+"""Background jobs beside the requests: importance decay, proposal expiry, preview-token purge, the project
+counts and per-project vector indexes (app.services.project_index_job) the search plans by.
 
 Each job runs under an advisory lock, so with several replicas exactly one runs it;
 the decay records its run as an audit event, which is how every replica knows it already ran today.
