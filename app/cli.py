@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     role.add_argument("name")
     role.add_argument("role", choices=[role.value for role in Role])
     role.set_defaults(handler=cmd_user_role)
+    _add_oauth_commands(commands)
     return parser
 
 
@@ -347,6 +348,69 @@ def cmd_user_role(args: argparse.Namespace, settings: Settings) -> None:
     except AppError as error:
         raise SystemExit(error.message) from None
     print(f"user '{args.name.strip()}' now has the {args.role} role", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- OAuth grants (MCP authorization)
+
+
+def _add_oauth_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    oauth = commands.add_parser("oauth", help="OAuth grants of MCP clients").add_subparsers(
+        dest="oauth_command", required=True
+    )
+    grants = oauth.add_parser("grants", help="list the live OAuth grants (a client's sign-in and its refreshes)")
+    grants.add_argument("--user", help="only this user's")
+    grants.set_defaults(handler=cmd_oauth_grants)
+    revoke = oauth.add_parser("revoke", help="end a grant (every token of it), or every grant of a user")
+    which = revoke.add_mutually_exclusive_group(required=True)
+    which.add_argument("grant_id", nargs="?", help="a grant id from `synaptomind oauth grants`")
+    which.add_argument("--user", help="every grant of this user")
+    revoke.set_defaults(handler=cmd_oauth_revoke)
+
+
+def cmd_oauth_grants(args: argparse.Namespace, settings: Settings) -> None:
+    from app.db.repositories.oauth import GrantRow
+    from app.errors import AppError
+    from app.services.oauth import lower_role
+    from app.services.oauth_grants import OAuthGrantService
+
+    async def work(context: AppContext) -> list[GrantRow]:
+        async with context.db.unit_of_work() as session:
+            return await OAuthGrantService(session).list_grants(args.user)
+
+    try:
+        rows = _with_database(settings, work)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+    for row in rows:
+        role = lower_role(row.granted_role, row.user_role)  # what its tokens act with now
+        client = f"{row.client_name} ({row.client_id})" if row.client_name else row.client_id
+        print(
+            f"{row.id}  {row.user_name:<20} {role.value:<7} since {row.started_at:%Y-%m-%d %H:%M}"
+            f"  refreshed {row.refreshed_at:%Y-%m-%d %H:%M}  until {row.expires_at:%Y-%m-%d %H:%M}  {client}"
+        )
+    if not rows:
+        print("no live OAuth grants", file=sys.stderr)
+
+
+def cmd_oauth_revoke(args: argparse.Namespace, settings: Settings) -> None:
+    from app.errors import AppError
+    from app.services.oauth_grants import OAuthGrantService
+
+    async def work(context: AppContext) -> int:
+        async with context.db.unit_of_work() as session:
+            service = OAuthGrantService(session)
+            if args.user is not None:
+                return await service.revoke_user_grants(args.user)
+            return await service.revoke_grant(args.grant_id)
+
+    try:
+        ended = _with_database(settings, work)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+    if args.user is not None:
+        print(f"{ended} OAuth grant(s) of user '{args.user.strip()}' revoked", file=sys.stderr)
+    else:
+        print(f"OAuth grant {args.grant_id} revoked ({ended} token(s))", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> None:

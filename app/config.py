@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("~/.local/share/synaptomind").expanduser()
@@ -116,6 +125,65 @@ class GraphSettings(SettingsGroup):
     max_degree: int = Field(default=25, ge=1, le=500)
 
 
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+class OidcSettings(SettingsGroup):
+    """Upstream single sign-on through an OpenID Connect provider (app.services.oidc): off unless `issuer` is set.
+
+    The provider's users sign in on the OAuth and console sign-in pages; each maps to the SynaptoMind user named
+    by the first of `user_claims` the ID token carries.
+    """
+
+    # e.g. https://login.example.com/realms/team: discovery reads <issuer>/.well-known/openid-configuration, and
+    # the ID tokens' `iss` must be exactly this (as the provider's discovery document spells it).
+    issuer: str | None = None
+    client_id: str | None = None
+    client_secret: SecretStr | None = None  # unset: a public client (PKCE only, token_endpoint_auth_method none)
+    scopes: str = "openid email profile"
+    # The claims that name the SynaptoMind user, first present wins: pick claims the provider's users cannot set
+    # themselves (docs/SECURITY.md).
+    user_claims: list[str] = Field(default_factory=lambda: ["preferred_username", "email"], min_length=1)
+    # False: only users that already exist in SynaptoMind may sign in; True: an unknown one is created as reader.
+    create_users: bool = False
+    provider_name: str | None = None  # the button's "Sign in with <it>"; unset: the issuer's host
+
+    @field_validator("issuer", mode="after")
+    @classmethod
+    def _issuer_url(cls, issuer: str | None) -> str | None:
+        if not issuer:
+            return None
+        parsed = urlsplit(issuer)
+        loopback = parsed.hostname in LOOPBACK_HOSTS
+        if parsed.scheme != "https" and not (parsed.scheme == "http" and loopback):
+            raise ValueError(f"oauth.oidc.issuer {issuer!r}: must be https (http only for a loopback host)")
+        if not parsed.hostname or parsed.query or parsed.fragment or parsed.username is not None:
+            raise ValueError(f"oauth.oidc.issuer {issuer!r}: must be a URL without query, fragment or credentials")
+        return issuer
+
+    @field_validator("scopes", mode="after")
+    @classmethod
+    def _openid_scope(cls, scopes: str) -> str:
+        if "openid" not in scopes.split():
+            raise ValueError(f"oauth.oidc.scopes {scopes!r}: must include openid")
+        return scopes
+
+    @model_validator(mode="after")
+    def _client_when_on(self) -> OidcSettings:
+        if self.issuer and not self.client_id:
+            raise ValueError("oauth.oidc.client_id is required when oauth.oidc.issuer is set")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.issuer is not None
+
+    @property
+    def name(self) -> str:
+        """What the sign-in pages call the provider."""
+        return self.provider_name or urlsplit(self.issuer or "").hostname or "single sign-on"
+
+
 class OAuthSettings(SettingsGroup):
     """MCP authorization (OAuth 2.1) beside the static bearer tokens (docs/CONFIG.md, docs/SECURITY.md).
 
@@ -133,6 +201,7 @@ class OAuthSettings(SettingsGroup):
     # Open dynamic client registration (RFC 7591) lets any MCP client register itself, as the MCP spec
     # expects; a client gets nothing until a user signs in and consents, so open is the useful default.
     registration_open: bool = True
+    oidc: OidcSettings = OidcSettings()
 
     @field_validator("public_url", mode="after")
     @classmethod
@@ -144,7 +213,7 @@ class OAuthSettings(SettingsGroup):
                 "oauth.public_url is required when oauth.enabled is true (e.g. https://memory.example.com)"
             )
         parsed = urlsplit(public_url)
-        loopback = parsed.hostname in ("localhost", "127.0.0.1", "::1")
+        loopback = parsed.hostname in LOOPBACK_HOSTS
         if parsed.scheme != "https" and not (parsed.scheme == "http" and loopback):
             raise ValueError(f"oauth.public_url {public_url!r}: must be https (http only for a loopback host)")
         if parsed.path not in ("", "/") or parsed.query or parsed.fragment or not parsed.hostname:
@@ -154,6 +223,16 @@ class OAuthSettings(SettingsGroup):
         # As clients will compare it (RFC 8414 issuer, RFC 9207 `iss`: exact strings): the URL parser's
         # rendering (lower-case host, no default port), without the trailing slash of an empty path.
         return str(AnyHttpUrl(f"{parsed.scheme}://{parsed.netloc}")).rstrip("/")
+
+    @model_validator(mode="after")
+    def _oidc_needs_oauth(self) -> OAuthSettings:
+        # The provider sends the browser back to <public_url>/oauth/oidc/callback, an OAuth route.
+        if self.oidc.enabled and not self.enabled:
+            raise ValueError(
+                "oauth.oidc.issuer needs oauth.enabled=true and oauth.public_url (the provider redirects to "
+                "<public_url>/oauth/oidc/callback)"
+            )
+        return self
 
 
 class ConsoleSettings(SettingsGroup):

@@ -27,6 +27,7 @@ from app.db.records import Principal
 from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingRuntime
 from app.http.app import HostOriginMiddleware, LocalPrincipal, build_http_app, transport_security, with_public_url
+from app.http.oidc import UpstreamSignIn
 from app.http.ui import ConsoleConfig, ConsoleRouter, SessionCodec, build_console, load_secret
 from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
@@ -34,6 +35,7 @@ from app.observability import JsonFormatter
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.jobs import run_jobs_loop
+from app.services.oidc import CALLBACK_PATH, OidcSignIn
 from app.services.passwords import PasswordCheck
 from app.services.ratelimit import RateLimiter
 from app.services.users import UserService
@@ -171,10 +173,19 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
         settings.host, settings.port, settings.http.allowed_hosts, settings.http.allowed_origins
     )
     passwords = PasswordCheck()  # one per process: the OAuth and console sign-in pages throttle together
+    single_sign_on = settings.oauth.oidc.enabled and local is None
+    # The console's session key also signs pending single sign-ons (every replica must share it for either).
+    keyed = settings.console.enabled or single_sign_on
+    key = load_secret(settings.console.secret_key, settings.data_dir) if keyed else b""
+    codec = SessionCodec(key, settings.console.session_hours * 3600) if settings.console.enabled else None
+    upstream = None
+    if single_sign_on and settings.oauth.public_url:  # the settings refuse an issuer without them
+        oidc = OidcSignIn(settings.oauth.oidc, settings.oauth.public_url + CALLBACK_PATH)
+        upstream = UpstreamSignIn(oidc, key, codec)
     app = build_http_app(
-        context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth, passwords
+        context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth, passwords, upstream
     )
-    return with_console(app, settings, context, local, security, passwords)
+    return with_console(app, settings, context, local, security, codec, passwords, upstream)
 
 
 def with_console(
@@ -183,15 +194,20 @@ def with_console(
     context: AppContext,
     local: LocalPrincipal | None,
     security: TransportSecuritySettings,
+    codec: SessionCodec | None,
     passwords: PasswordCheck | None = None,
+    upstream: UpstreamSignIn | None = None,
 ) -> ASGIApp:
     """/ui beside the service (docs/CONSOLE.md): its pages authenticate their session cookie themselves, and the
     same Host/Origin checks as every other route guard them (DNS rebinding, cross-site posts)."""
-    if not settings.console.enabled:
+    if codec is None:
         return app
-    key = load_secret(settings.console.secret_key, settings.data_dir)
-    codec = SessionCodec(key, settings.console.session_hours * 3600)
-    config = ConsoleConfig(codec, (lambda: local.value) if local is not None else None, passwords or PasswordCheck())
+    config = ConsoleConfig(
+        codec,
+        (lambda: local.value) if local is not None else None,
+        passwords or PasswordCheck(),
+        upstream.oidc.name if upstream is not None else None,
+    )
     if local is None and settings.oauth.enabled and settings.oauth.public_url:
         # As build_http_app allows it for the other routes: the public URL's Host reaches /ui through the proxy.
         security = with_public_url(security, settings.oauth.public_url)

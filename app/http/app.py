@@ -25,6 +25,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
 from app.http.oauth import PAGE_PATHS, PROTOCOL_PATHS, api_token_role, oauth_routes, resource_metadata_url
+from app.http.oidc import UpstreamSignIn
 from app.mcp.server import PRINCIPAL_SCOPE_KEY, SynaptoServer
 from app.observability import render_metrics
 from app.services.auth import AuthService, TokenUsage
@@ -265,6 +266,7 @@ def build_http_app(
     lifespan: Lifespan | None = None,
     oauth_settings: OAuthSettings | None = None,
     passwords: PasswordCheck | None = None,
+    upstream: UpstreamSignIn | None = None,
 ) -> ASGIApp:
     oauth = OAuthConfig.from_settings(oauth_settings) if oauth_settings is not None and local is None else None
     if oauth is not None:
@@ -298,7 +300,7 @@ def build_http_app(
     gate: OAuthGate | None = None
     if oauth is not None:
         provider = OAuthProvider(context.db, oauth, passwords=passwords)
-        routes += oauth_routes(provider, oauth, api_token_role(context.db))
+        routes += oauth_routes(provider, oauth, api_token_role(context.db), upstream)
         backend = BearerAuthBackend(OAuthTokenVerifier(provider), resource_server_url=AnyHttpUrl(oauth.resource))
         gate = OAuthGate(backend, resource_metadata_url(oauth))
     routes.append(Mount("/", app=mcp_app))

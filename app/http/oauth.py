@@ -3,7 +3,8 @@ server-rendered sign-in and consent pages (plain HTML forms: no script, no build
 
 Endpoints (docs/API.md): /.well-known/oauth-protected-resource[/mcp] (RFC 9728),
 /.well-known/oauth-authorization-server (RFC 8414), /register (RFC 7591), /authorize, /token, /revoke
-(RFC 7009), /oauth/signin and /oauth/consent (the pages).
+(RFC 7009), /oauth/signin and /oauth/consent (the pages), and with upstream single sign-on (oauth.oidc)
+/oauth/oidc/start and /oauth/oidc/callback (app.http.oidc, app.services.oidc).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import html
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
@@ -34,8 +35,13 @@ from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp
 
 from app.db.models import Role
+from app.errors import AppError
+from app.http.oidc import PENDING_COOKIE, PENDING_COOKIE_PATH, UpstreamSignIn
+from app.http.ui.session import COOKIE_PATH as CONSOLE_PATH
+from app.http.ui.session import SESSION_COOKIE as CONSOLE_SESSION_COOKIE
 from app.services.auth import AuthService
-from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider
+from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider, SignedIn
+from app.services.oidc import CALLBACK_PATH, START_PATH
 from app.services.passwords import TooManyAttempts
 
 # Served without the bearer check (they are how a client gets a token) and without the Host/Origin check
@@ -51,8 +57,9 @@ PROTOCOL_PATHS = frozenset(
         "/revoke",
     }
 )
-# Without the bearer check, but behind the Host/Origin check: the forms post to their own origin only.
-PAGE_PATHS = frozenset({SIGNIN_PATH, CONSENT_PATH})
+# Without the bearer check, but behind the Host/Origin check: the forms post to their own origin only (the
+# provider's redirect back to the callback is a top-level GET, which carries no Origin).
+PAGE_PATHS = frozenset({SIGNIN_PATH, CONSENT_PATH, START_PATH, CALLBACK_PATH})
 FORM_BODY_LIMIT = 64 * 1024
 CSRF_COOKIE = "synapto_oauth_csrf"
 
@@ -136,7 +143,9 @@ def resource_metadata_url(config: OAuthConfig) -> str:
     return f"{config.issuer}/.well-known/oauth-protected-resource/mcp"
 
 
-def oauth_routes(provider: OAuthProvider, config: OAuthConfig, api_token_check: TokenCheck) -> list[BaseRoute]:
+def oauth_routes(
+    provider: OAuthProvider, config: OAuthConfig, api_token_check: TokenCheck, upstream: UpstreamSignIn | None = None
+) -> list[BaseRoute]:
     metadata = authorization_server_metadata(config)
     resource = ProtectedResourceMetadata.model_validate(
         {"resource": config.resource, "authorization_servers": [config.issuer], "resource_name": "SynaptoMind"}
@@ -147,7 +156,13 @@ def oauth_routes(provider: OAuthProvider, config: OAuthConfig, api_token_check: 
     if not config.registration_open:
         register = AdminOnly(register, api_token_check)
     resource_handler = cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"])
-    pages = SignInPages(provider, config)
+    pages = SignInPages(provider, config, upstream)
+    single_sign_on: list[BaseRoute] = []
+    if upstream is not None:
+        single_sign_on = [
+            Route(START_PATH, pages.upstream_start, methods=["GET"]),
+            Route(CALLBACK_PATH, pages.upstream_callback, methods=["GET"]),
+        ]
     return [
         Route("/.well-known/oauth-protected-resource", resource_handler, methods=["GET", "OPTIONS"]),
         Route("/.well-known/oauth-protected-resource/mcp", resource_handler, methods=["GET", "OPTIONS"]),
@@ -175,6 +190,7 @@ def oauth_routes(provider: OAuthProvider, config: OAuthConfig, api_token_check: 
         Route(SIGNIN_PATH, pages.signin_page, methods=["GET"]),
         Route(SIGNIN_PATH, _limited(request_response(pages.signin)), methods=["POST"]),
         Route(CONSENT_PATH, _limited(request_response(pages.consent)), methods=["POST"]),
+        *single_sign_on,
     ]
 
 
@@ -261,9 +277,10 @@ class SignInPages:
     """Sign in with a user name and password or with an API token, then consent; every state lives in the
     authorization's row."""
 
-    def __init__(self, provider: OAuthProvider, config: OAuthConfig) -> None:
+    def __init__(self, provider: OAuthProvider, config: OAuthConfig, upstream: UpstreamSignIn | None = None) -> None:
         self.provider = provider
         self.secure = config.issuer.startswith("https://")
+        self.upstream = upstream
 
     def _expired(self) -> HTMLResponse:
         body = "<p>This sign-in request is unknown, expired or already answered. Start again from your MCP client.</p>"
@@ -278,8 +295,16 @@ class SignInPages:
     ) -> HTMLResponse:
         problem = f'<p class="error">{html.escape(error)}</p>' if error else ""
         hidden = _hidden(request=handle, csrf=csrf)
+        single_sign_on = ""
+        if self.upstream is not None:
+            # A link, not a form: starting writes nothing here, and the callback's state check is bound to the
+            # cookie this browser gets, so a forged start only signs the victim in as themselves.
+            start = f"{START_PATH}?{urlencode({'request': handle})}"
+            name = html.escape(self.upstream.oidc.name)
+            single_sign_on = f'<p><a href="{html.escape(start)}"><strong>Sign in with {name}</strong></a></p>'
         body = (
             f"<p><strong>{html.escape(client_name)}</strong> asks to use your SynaptoMind memory.</p>{problem}"
+            f"{single_sign_on}"
             f'<form method="post" action="{SIGNIN_PATH}"><fieldset><legend>User name and password</legend>{hidden}'
             '<label for="user">User name</label>'
             f'<input type="text" id="user" name="user" value="{html.escape(user)}" autocomplete="username" required>'
@@ -337,6 +362,9 @@ class SignInPages:
                 return self._expired()
             message = PASSWORD_REFUSED if by_password else TOKEN_REFUSED
             return self._signin_form(handle, pending.client_name, csrf, message, user=user_name)
+        return self._consent_page(handle, signed_in, csrf)
+
+    def _consent_page(self, handle: str, signed_in: SignedIn, csrf: str) -> HTMLResponse:
         user, row = signed_in.principal, signed_in.pending.row
         target = urlsplit(row.redirect_uri)
         body = (
@@ -361,3 +389,97 @@ class SignInPages:
         if target is None:
             return self._expired()
         return RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})
+
+    # Upstream single sign-on (oauth.oidc): one start and one callback for the MCP sign-in and the console's.
+
+    def _upstream_refused(self, message: str, status: int, back: str | None) -> HTMLResponse:
+        link = f'<p><a href="{html.escape(back)}">Back to the sign-in page</a></p>' if back else ""
+        response = _page("Single sign-on refused", f'<p class="error">{html.escape(message)}</p>{link}', status=status)
+        response.delete_cookie(PENDING_COOKIE, path=PENDING_COOKIE_PATH, httponly=True, secure=self.secure)
+        return response
+
+    async def upstream_start(self, request: Request) -> Response:
+        """Redirect to the provider with a fresh state, nonce and PKCE verifier, kept in this browser's signed
+        cookie. `?request=` continues an MCP authorization request; `?console=` a console sign-in."""
+        assert self.upstream is not None
+        handle = request.query_params.get("request")
+        console_next = request.query_params.get("console")
+        if handle is not None:
+            if await self.provider.pending(handle) is None:
+                return self._expired()
+        elif console_next is None or self.upstream.console is None:
+            return self._upstream_refused("Nothing to sign in to: start from a sign-in page.", 400, None)
+        else:
+            console_next = _console_page(console_next)
+        try:
+            target, pending = await self.upstream.oidc.begin(oauth_request=handle, console_next=console_next)
+        except AppError as error:
+            return self._upstream_refused(error.message, error.status_code, _back(handle))
+        response = RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})
+        # Lax, not Strict: the provider sends the browser back with a cross-site top-level GET, which must carry it.
+        response.set_cookie(
+            PENDING_COOKIE,
+            self.upstream.pending.dump(pending),
+            max_age=self.upstream.pending.max_age(),
+            path=PENDING_COOKIE_PATH,
+            httponly=True,
+            samesite="lax",
+            secure=self.secure,
+        )
+        return response
+
+    async def upstream_callback(self, request: Request) -> Response:
+        """The provider's answer: checked against this browser's pending sign-in, the code exchanged, the ID
+        token verified, the user found (or created, if so configured); then the MCP request's consent page, or
+        the console. Any refusal signs nobody in and issues nothing."""
+        assert self.upstream is not None
+        pending = self.upstream.pending.load(request.cookies.get(PENDING_COOKIE))
+        if pending is None:
+            message = "This single sign-on is unknown or expired, or another browser started it: start again."
+            return self._upstream_refused(message, 400, None)
+        back = _back(pending.oauth_request)
+        answer = {key: value for key, value in request.query_params.items() if key in ("code", "state", "error")}
+        try:
+            identity = await self.upstream.oidc.complete(pending, answer)
+            principal = await self.upstream.oidc.user(self.provider.db, identity)
+        except AppError as error:
+            return self._upstream_refused(error.message, error.status_code, back)
+        if pending.oauth_request is not None:
+            signed_in = await self.provider.sign_in_upstream(pending.oauth_request, principal)
+            if signed_in is None:
+                response: Response = self._expired()
+            else:  # a fresh CSRF cookie: the Strict one of the sign-in page did not come along the provider's GET
+                response = self._consent_page(pending.oauth_request, signed_in, secrets.token_urlsafe(32))
+        else:
+            codec = self.upstream.console
+            if codec is None or principal.user_id is None:
+                return self._upstream_refused("The console is off on this server.", 404, None)
+            cookie, _ = codec.issue_for_upstream(principal.user_id)
+            response = RedirectResponse(
+                _console_page(pending.console_next), status_code=303, headers={"Cache-Control": "no-store"}
+            )
+            response.set_cookie(
+                CONSOLE_SESSION_COOKIE,
+                cookie,
+                max_age=codec.max_age,
+                path=CONSOLE_PATH,
+                httponly=True,
+                samesite="lax",
+                secure=self.secure,
+            )
+        response.delete_cookie(PENDING_COOKIE, path=PENDING_COOKIE_PATH, httponly=True, secure=self.secure)
+        return response
+
+
+def _back(handle: str | None) -> str | None:
+    """The sign-in page a refused single sign-on returns to."""
+    if handle is None:
+        return f"{CONSOLE_PATH}/sign-in"
+    return f"{SIGNIN_PATH}?{urlencode({'request': handle})}"
+
+
+def _console_page(target: str | None) -> str:
+    """Only a console path (as the console's own sign-in checks it): never an open redirect."""
+    if target and target.startswith(CONSOLE_PATH + "/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return f"{CONSOLE_PATH}/"

@@ -25,6 +25,7 @@ from app.db.engine import Database, is_unavailable
 from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
 from app.services.job_runs import record_job_run
+from app.services.oauth_grants import purge_expired_oauth_rows
 from app.services.project_index_job import reconcile_project_indexes
 from app.services.proposals import expire_due_proposals
 
@@ -124,15 +125,22 @@ _DECAY_BATCH_SQL = text(
 )
 
 
-async def expire_housekeeping(db: Database) -> int | None:
-    """Pending proposals past their 30 days expire; spent or expired preview tokens older than a day go. The
-    number of proposals expired; None when another replica holds the job."""
+@dataclass(frozen=True)
+class Housekeeping:
+    proposals_expired: int
+    oauth_rows_purged: int  # expired OAuth requests, codes and tokens, and those of ended grants
+
+
+async def expire_housekeeping(db: Database) -> Housekeeping | None:
+    """Pending proposals past their 30 days expire; spent or expired preview tokens older than a day go, and the
+    OAuth rows nothing can redeem any more (app.services.oauth_grants). None when another replica holds the job."""
     async with db.unit_of_work() as session:
         if not await _locked(session, EXPIRY_LOCK_KEY):
             return None
         expired = await expire_due_proposals(session)
         await session.execute(text("DELETE FROM preview_token WHERE expires_at < now() - interval '1 day'"))
-        return expired
+        purged = await purge_expired_oauth_rows(session)
+        return Housekeeping(expired, purged.total)
 
 
 # Every project's count and time, so a current estimate stays fresh (the vector leg trusts it for
@@ -169,12 +177,15 @@ async def _decay(db: Database, settings: Settings) -> str | None:
 
 
 async def _expiry(db: Database, _settings: Settings) -> str | None:
-    expired = await expire_housekeeping(db)
-    if expired is None:
+    done = await expire_housekeeping(db)
+    if done is None:
         return None
-    if expired:
-        logger.info("%d pending proposal(s) expired", expired)
-    return f"{expired} pending proposal(s) expired; preview tokens dead for a day purged"
+    if done.proposals_expired:
+        logger.info("%d pending proposal(s) expired", done.proposals_expired)
+    return (
+        f"{done.proposals_expired} pending proposal(s) expired; preview tokens dead for a day purged; "
+        f"{done.oauth_rows_purged} expired OAuth row(s) purged"
+    )
 
 
 async def _counts(db: Database, _settings: Settings) -> str | None:

@@ -281,6 +281,14 @@ class OAuthProvider:
         matched = await self.passwords.check(self.db, user_name, password)
         return await self._bind(handle, matched.principal, pending) if matched is not None else None
 
+    async def sign_in_upstream(self, handle: str, principal: Principal) -> SignedIn | None:
+        """Bind the request to a user an upstream OpenID Connect provider signed in (app.services.oidc verified
+        the ID token and found the user); None when the request is no longer pending."""
+        pending = await self.pending(handle)
+        if pending is None or principal.user_id is None:
+            return None
+        return await self._bind(handle, principal, pending)
+
     async def _bind(self, handle: str, principal: Principal, pending: PendingRequest) -> SignedIn | None:
         assert principal.user_id is not None
         consent_secret = _secret("")

@@ -59,6 +59,16 @@ class UserService:
             return await self.set_role(name, role)
         return user
 
+    async def upstream_user(self, name: str, create: bool) -> Principal | None:
+        """The user an upstream (OpenID Connect) sign-in names; with `create`, an unknown one is created as a
+        reader (the least role: an admin raises it), else None. Two first sign-ins at once create one user."""
+        name = _checked_name(name)
+        user = await self.users.find(name)
+        if user is not None or not create:
+            return user
+        await self.users.lock_user_creation()
+        return await self.users.find(name) or await self.users.insert(name, Role.reader)
+
     async def create_user(self, name: str, role: Role, password: str | None = None) -> Principal:
         """A new user; 409 when the name is taken (ensure_user is the idempotent form)."""
         name = _checked_name(name)

@@ -2,7 +2,9 @@
 
 Discovery from the 401, dynamic registration, PKCE, the sign-in and consent pages driven like a browser,
 the token, tools/list with it, refresh with rotation (a replayed refresh token ends the grant), revocation,
-and a token issued for another resource refused. Static API tokens keep working beside it.
+and a token issued for another resource refused. Static API tokens keep working beside it. With upstream single
+sign-on, the same flow through an OpenID Connect provider (tests/oidc_provider.py, served on its own port),
+and the console's sign-in through it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from app.services.oauth import OAuthConfig, OAuthProvider
 from app.services.users import UserService
 from bench.common import loopback_listener, mcp_session, uvicorn_serving
 from tests.conftest import MODEL_CACHE
+from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, FakeOidcProvider
 
 REDIRECT = "http://127.0.0.1:9/callback"  # never contacted: the test reads the redirect's Location itself
 UNAUTHORIZED = {
@@ -66,8 +69,11 @@ class Served:
 
 
 @asynccontextmanager
-async def serve_with_oauth(database_url: str, database: Database, data_dir: Path) -> AsyncIterator[Served]:
-    """`create_http_app` under uvicorn with oauth on; the public URL is the loopback port it listens on."""
+async def serve_with_oauth(
+    database_url: str, database: Database, data_dir: Path, **oauth: Any
+) -> AsyncIterator[Served]:
+    """`create_http_app` under uvicorn with oauth on (and these oauth settings); the public URL is the loopback
+    port it listens on."""
     listener, port = loopback_listener()
     base_url = f"http://127.0.0.1:{port}"
     settings = Settings(
@@ -78,7 +84,7 @@ async def serve_with_oauth(database_url: str, database: Database, data_dir: Path
         data_dir=data_dir,
         port=port,
         pool_size=2,
-        oauth={"enabled": True, "public_url": base_url, "access_token_minutes": 5},
+        oauth={"enabled": True, "public_url": base_url, "access_token_minutes": 5, **oauth},
     )
     context = build_context(settings, database_url)
     async with uvicorn_serving(create_http_app(settings, context), listener):
@@ -128,6 +134,7 @@ class Browser:
     consent_pages: list[str] = field(default_factory=list)
     result: AuthorizationCodeResult | None = None
     password: tuple[str, str] | None = None  # (user name, password): sign in with them instead of the API token
+    single_sign_on: str | None = None  # the provider's name: sign in through it instead
 
     async def open(self, authorization_url: str) -> None:
         async with httpx2.AsyncClient(timeout=30) as browser:
@@ -142,7 +149,9 @@ class Browser:
                 forged = await attacker.post(f"{self.served.base_url}/oauth/signin", data={**fields, "api_token": "x"})
             assert forged.status_code == 403
             signin_url = f"{self.served.base_url}/oauth/signin"
-            if self.password is None:
+            if self.single_sign_on is not None:
+                consent = await _through_provider(browser, self.served, signin.text, self.single_sign_on)
+            elif self.password is None:
                 wrong = await browser.post(signin_url, data={**fields, "api_token": "smt_no"})
                 assert wrong.status_code == 401 and "api_token: not a valid" in wrong.text
                 credentials = {"api_token": self.served.user_token}
@@ -152,10 +161,12 @@ class Browser:
                     wrong = await browser.post(signin_url, data={**fields, **refused})
                     assert wrong.status_code == 401 and "user name or password not valid" in wrong.text
                 credentials = {"user": user, "password": password}
-            consent = await browser.post(signin_url, data={**fields, **credentials})
+            if self.single_sign_on is None:
+                consent = await browser.post(signin_url, data={**fields, **credentials})
             assert consent.status_code == 200, consent.text
             self.consent_pages.append(consent.text)
-            decision = {**fields, "consent": _field(consent.text, "consent"), "decision": "approve"}
+            csrf = _field(consent.text, "csrf")  # the single sign-on's consent page set a fresh one
+            decision = {**fields, "csrf": csrf, "consent": _field(consent.text, "consent"), "decision": "approve"}
             back = await browser.post(f"{self.served.base_url}/oauth/consent", data=decision)
             assert back.status_code == 302, back.text
         location = back.headers["location"]
@@ -166,6 +177,23 @@ class Browser:
     async def callback(self) -> AuthorizationCodeResult:
         assert self.result is not None
         return self.result
+
+
+async def _through_provider(browser: httpx2.AsyncClient, served: Served, page: str, name: str) -> httpx2.Response:
+    """Click "Sign in with <name>" and follow the provider's redirects back to the callback."""
+    found = re.search(
+        rf'<a href="(/oauth/oidc/start\?[^"]+)"><strong>Sign in with {re.escape(name)}</strong></a>', page
+    )
+    assert found is not None, page
+    return await _follow_single_sign_on(browser, f"{served.base_url}{found[1].replace('&amp;', '&')}")
+
+
+async def _follow_single_sign_on(browser: httpx2.AsyncClient, start: str) -> httpx2.Response:
+    started = await browser.get(start)
+    assert started.status_code == 302, started.text
+    back = await browser.get(started.headers["location"])  # the provider signs its user in at once
+    assert back.status_code == 302 and "/oauth/oidc/callback?" in back.headers["location"], back.text
+    return await browser.get(back.headers["location"])
 
 
 def oauth_client(served: Served, browser: Browser, storage: MemoryStorage) -> OAuthClientProvider:
@@ -322,3 +350,41 @@ async def test_a_token_for_another_resource_is_refused(served: Served) -> None:
         authorize = await http.get(f"{served.base_url}/authorize", params=query)
     assert authorize.status_code == 302
     assert parse_qs(urlsplit(authorize.headers["location"]).query)["error"] == ["invalid_target"]
+
+
+@asynccontextmanager
+async def upstream_provider() -> AsyncIterator[FakeOidcProvider]:
+    listener, port = loopback_listener()
+    provider = FakeOidcProvider(f"http://127.0.0.1:{port}")
+    async with uvicorn_serving(provider.app(), listener):
+        yield provider
+
+
+async def test_single_sign_on_through_an_openid_connect_provider(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    """`serve` with oauth.oidc: the SDK's client signs in through the provider (then the same consent), and the
+    console's sign-in goes through it too (then the console's own session)."""
+    async with upstream_provider() as upstream:
+        oidc = {"issuer": upstream.issuer, "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
+        async with serve_with_oauth(database_url, clean_database, tmp_path, oidc=oidc) as served:
+            browser, storage = Browser(served, single_sign_on="127.0.0.1"), MemoryStorage()
+            async with oauth_session(served, oauth_client(served, browser, storage)) as session:
+                listing = await session.list_tools()
+            assert "memory_recall" in [tool.name for tool in listing.tools]
+            assert "Signed in as <strong>ada</strong>" in browser.consent_pages[0]
+            assert storage.tokens is not None
+            assert (await post_mcp(served, storage.tokens.access_token)).status_code == 200
+            assert await served.count("SELECT count(*) FROM oauth_token") == 2
+            [asked] = upstream.authorizations
+            assert asked["redirect_uri"] == f"{served.base_url}/oauth/oidc/callback"
+
+            async with httpx2.AsyncClient(timeout=30) as console:
+                sign_in = await console.get(f"{served.base_url}/ui/sign-in")
+                assert "Sign in with 127.0.0.1" in sign_in.text
+                back = await _follow_single_sign_on(
+                    console, f"{served.base_url}/oauth/oidc/start?console=%2Fui%2Fsearch"
+                )
+                assert back.status_code == 303 and back.headers["location"] == "/ui/search"
+                page = await console.get(f"{served.base_url}/ui/")
+            assert page.status_code == 200 and "Signed in as <strong>ada</strong> (writer)" in page.text

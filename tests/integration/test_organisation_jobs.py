@@ -14,7 +14,7 @@ from app.db.repositories.job_runs import JobRunRepository
 from app.ids import new_id
 from app.services import jobs
 from app.services.job_runs import JobRunService, replica_name
-from app.services.jobs import decay_importance, expire_housekeeping
+from app.services.jobs import Housekeeping, decay_importance, expire_housekeeping
 from tests.conftest import settings_with
 from tests.helpers import ToolCaller
 
@@ -130,10 +130,10 @@ async def test_expiry_turns_old_pending_proposals_expired(writer: ToolCaller) ->
         "(gen_random_uuid(), :user, 'edge_review', 'apply', 'y', now() - interval '1 hour')",
         user=str(writer.principal.user_id),
     )
-    assert await expire_housekeeping(db) == 1
+    assert await expire_housekeeping(db) == Housekeeping(proposals_expired=1, oauth_rows_purged=0)
     assert await statuses(db) == {due: "expired", fresh: "pending", accepted: "accepted"}
     assert await rows(db, "SELECT fingerprint FROM preview_token") == [("y",)]  # only the long-dead token goes
-    assert await expire_housekeeping(db) == 0  # a second run finds nothing left to expire
+    assert await expire_housekeeping(db) == Housekeeping(0, 0)  # a second run finds nothing left to expire
 
     listed = await writer.ok("edge_review", {"action": "list", "status": "expired"})
     assert [item["id"] for item in listed.items] == [due]
@@ -148,7 +148,7 @@ async def test_expiry_skips_while_another_transaction_holds_its_lock(writer: Too
         assert await expire_housekeeping(db) is None  # another replica's run: not this one's
         assert await decay_importance(db, DecaySettings()) == 2  # another job's lock does not block this one
     assert await statuses(db) == {due: "pending"}
-    assert await expire_housekeeping(db) == 1
+    assert await expire_housekeeping(db) == Housekeeping(1, 0)
     assert await statuses(db) == {due: "expired"}
 
 
@@ -185,9 +185,9 @@ async def _tick_failing_at(monkeypatch: pytest.MonkeyPatch, db: Database, job: s
         ran.append(job)
         raise error
 
-    async def expiry(_db: Database) -> int:
+    async def expiry(_db: Database) -> Housekeeping:
         ran.append("expire_housekeeping")
-        return 0
+        return Housekeeping(0, 0)
 
     monkeypatch.setattr(jobs, job, failing)
     monkeypatch.setattr(jobs, "expire_housekeeping", expiry)
@@ -236,7 +236,9 @@ async def test_each_run_is_recorded_once_per_job_by_the_replica_that_ran_it(writ
     assert first["importance_decay"][2] == "1 thought(s) decayed"
     assert first["project_counts"][2] == "1 project(s) counted"
     assert first["project_indexes"][2] == "0 index(es) built, 0 dropped"
-    assert first["expiry"][2] == "0 pending proposal(s) expired; preview tokens dead for a day purged"
+    assert first["expiry"][2] == (
+        "0 pending proposal(s) expired; preview tokens dead for a day purged; 0 expired OAuth row(s) purged"
+    )
 
     await jobs.run_jobs_tick(db, settings_with())  # the decay is not due again: its row keeps the real run
     second = await job_runs(db)

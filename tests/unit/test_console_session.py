@@ -65,3 +65,13 @@ def test_a_password_session_names_the_user_and_marks_the_hash_it_matched() -> No
     assert not codec().same_password(read, stored.replace("a2V5", "b2V5"))  # the password was changed
     assert not codec().same_password(read, None)  # or cleared
     assert not codec(b"other" * 8).same_password(read, stored)  # the mark is keyed
+
+
+def test_a_single_sign_on_session_names_the_user_only() -> None:
+    user_id = uuid.UUID("01900000-0000-7000-8000-000000000002")
+    cookie, issued = codec().issue_for_upstream(user_id, now=1_000_000)
+    read = codec().read(cookie, now=1_000_000 + HOUR)
+    assert read == issued and read.upstream and read.user_id == user_id
+    assert read.token_hash is None and read.password_mark is None
+    assert not codec().same_password(read, "scrypt$1$1$1$x$y")  # it never stands for a password session
+    assert codec().read(cookie, now=1_000_000 + 12 * HOUR) is None  # it expires like the others

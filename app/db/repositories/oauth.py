@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import and_, delete, exists, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from app.db.models import AppUser, OAuthAuthorization, OAuthClient, OAuthToken, Role
 from app.ids import new_id
@@ -57,6 +58,21 @@ class TokenRow:
     expires_at: datetime
     used: bool
     revoked: bool
+
+
+@dataclass(frozen=True)
+class GrantRow:
+    """One grant: the tokens of one code exchange and their refreshes (`oauth_token.family_id`)."""
+
+    id: uuid.UUID
+    user_name: str
+    user_role: Role  # the user's role now: the ceiling
+    granted_role: Role  # the role at consent
+    client_id: str
+    client_name: str | None
+    started_at: datetime  # the code exchange
+    refreshed_at: datetime  # the latest pair issued
+    expires_at: datetime  # when its live refresh token expires (the grant's end unless refreshed)
 
 
 _AUTHORIZATION = select(
@@ -292,5 +308,67 @@ class OAuthRepository:
             update(OAuthToken)
             .where(OAuthToken.family_id == family_id, OAuthToken.revoked_at.is_(None))
             .values(revoked_at=func.now())
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    # Grants (`synaptomind oauth grants|revoke`, app.services.oauth_grants)
+
+    async def live_grants(self, user_id: uuid.UUID | None = None) -> list[GrantRow]:
+        """The grants with a live token (unrevoked, unexpired), oldest first; one user's with `user_id`."""
+        live = and_(OAuthToken.revoked_at.is_(None), OAuthToken.expires_at > func.now())
+        statement = (
+            select(
+                OAuthToken.family_id.label("id"),
+                AppUser.name.label("user_name"),
+                AppUser.role.label("user_role"),
+                OAuthToken.role.label("granted_role"),
+                OAuthToken.client_id,
+                OAuthClient.client_metadata["client_name"].astext.label("client_name"),
+                func.min(OAuthToken.created_at).label("started_at"),
+                func.max(OAuthToken.created_at).label("refreshed_at"),
+                func.max(OAuthToken.expires_at).label("expires_at"),
+            )
+            .join(AppUser, AppUser.id == OAuthToken.user_id)
+            .join(OAuthClient, OAuthClient.id == OAuthToken.client_id)
+            .group_by(OAuthToken.family_id, AppUser.name, AppUser.role, OAuthToken.role, OAuthToken.client_id)
+            .group_by(OAuthClient.client_metadata)
+            .having(func.bool_or(live))
+            .order_by(func.min(OAuthToken.created_at), OAuthToken.family_id)
+        )
+        if user_id is not None:
+            statement = statement.where(OAuthToken.user_id == user_id)
+        return [GrantRow(**row._mapping) for row in await self.session.execute(statement)]
+
+    async def revoke_user_tokens(self, user_id: uuid.UUID) -> int:
+        """Revoke every token of the user; the number of grants that had one unrevoked."""
+        families = (
+            await self.session.execute(
+                update(OAuthToken)
+                .where(OAuthToken.user_id == user_id, OAuthToken.revoked_at.is_(None))
+                .values(revoked_at=func.now())
+                .returning(OAuthToken.family_id)
+            )
+        ).scalars()
+        return len(set(families))
+
+    # Housekeeping (the expiry job)
+
+    async def purge_authorizations(self) -> int:
+        """Authorization requests and codes past their expiry, answered, used or not: none can be redeemed (the
+        token endpoint refuses an expired code before anything else), so nothing is lost with them."""
+        result = await self.session.execute(
+            delete(OAuthAuthorization).where(OAuthAuthorization.expires_at < func.now())
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def purge_tokens(self) -> int:
+        """Tokens past their expiry, and every token of a grant with no live token left. A spent or revoked token
+        of a live grant stays until it expires: presenting it again must still end the grant (reuse detection)."""
+        live = aliased(OAuthToken)
+        grant_alive = exists().where(
+            live.family_id == OAuthToken.family_id, live.revoked_at.is_(None), live.expires_at > func.now()
+        )
+        result = await self.session.execute(
+            delete(OAuthToken).where((OAuthToken.expires_at < func.now()) | ~grant_alive)
         )
         return int(result.rowcount)  # type: ignore[attr-defined]

@@ -56,6 +56,8 @@ class ConsoleConfig:
     local: Callable[[], Principal | None] | None = None  # auth mode `none`: every caller is the local user
     # The process's password check, shared with the OAuth sign-in page (one throttle for both forms).
     passwords: PasswordCheck = field(default_factory=PasswordCheck)
+    # The upstream OpenID Connect provider's name when single sign-on is on (its flow: app/http/oidc.py).
+    upstream: str | None = None
 
 
 @dataclass
@@ -130,8 +132,12 @@ class Console:
                 if match is None or match.expired:
                     return None, None
                 return match.principal, session
+        if found is None:
+            return None, None
+        if session.upstream:  # valid while single sign-on stays on; the role is the user's now
+            return (found[0], session) if self.config.upstream else (None, None)
         # A changed or cleared password ends the sessions the old one opened.
-        if found is None or not self.config.codec.same_password(session, found[1]):
+        if not self.config.codec.same_password(session, found[1]):
             return None, None
         return found[0], session
 
@@ -159,6 +165,7 @@ class Console:
             "user": None,
             "user_name": user_name,
             "next": _safe_next(next_page or request.query_params.get("next")),
+            "upstream": self.config.upstream,
         }
         response = self.render(request, "sign_in.html", values, status)
         response.set_cookie(SIGN_IN_COOKIE, csrf, max_age=3600, path=COOKIE_PATH, **_flags(request))

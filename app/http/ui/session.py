@@ -2,7 +2,8 @@
 
 The cookie carries when it was issued, the session's CSRF token and what the user signed in with: the SHA-256
 of their API token (never the token itself, which also opens /mcp), or — signed in with a password — their user
-id and a mark of their stored password hash (an HMAC of it under the session key, never the hash). Each request
+id and a mark of their stored password hash (an HMAC of it under the session key, never the hash), or — signed in
+through the upstream OpenID Connect provider — their user id and that mark of the sign-in's kind. Each request
 looks the user up again — for a token the same query `AuthService.verify` runs — so a revoked or expired token,
 a changed or cleared password, or a changed role applies at once, on any replica: what replicas must share is
 the database and `console.secret_key`, nothing held in memory.
@@ -42,6 +43,7 @@ class SessionData:
     csrf: str
     user_id: uuid.UUID | None = None  # signed in with a password: the user, and the mark of the hash it matched
     password_mark: str | None = None
+    upstream: bool = False  # signed in through the OpenID Connect provider: `user_id` alone, no password mark
 
 
 def load_secret(configured: SecretStr | None, data_dir: Path) -> bytes:
@@ -107,10 +109,17 @@ class SessionCodec:
         mark = self.password_mark(password_hash)
         return self._issue(SessionData(None, _now(now), secrets.token_urlsafe(32), user_id, mark))
 
+    def issue_for_upstream(self, user_id: uuid.UUID, now: float | None = None) -> tuple[str, SessionData]:
+        """A session opened through the upstream OpenID Connect provider: it lasts `max_age`, the user's role is
+        read again on every request."""
+        return self._issue(SessionData(None, _now(now), secrets.token_urlsafe(32), user_id, upstream=True))
+
     def _issue(self, data: SessionData) -> tuple[str, SessionData]:
         values: dict[str, object] = {"t": data.issued_at, "c": data.csrf}
         if data.token_hash is not None:
             values["h"] = data.token_hash.hex()
+        elif data.upstream:
+            values.update(u=str(data.user_id), o=1)
         else:
             values.update(u=str(data.user_id), p=data.password_mark)
         body = _b64(json.dumps(values).encode())
@@ -140,6 +149,8 @@ class SessionCodec:
             values = json.loads(_unb64(body))
             if "h" in values:
                 data = SessionData(bytes.fromhex(values["h"]), int(values["t"]), str(values["c"]))
+            elif values.get("o") == 1:
+                data = SessionData(None, int(values["t"]), str(values["c"]), uuid.UUID(values["u"]), upstream=True)
             else:
                 user_id, mark = uuid.UUID(values["u"]), str(values["p"])
                 data = SessionData(None, int(values["t"]), str(values["c"]), user_id, mark)
