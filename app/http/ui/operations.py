@@ -42,7 +42,6 @@ logger = logging.getLogger(__name__)
 COUNTED_STATUSES = ("active", "draft", "archived")
 JOB_KEYS = ("jobs.", "decay.", "embedder.")
 ADMIN_ONLY = "Forbidden: the operations pages need the admin role; user '{name}' is a {role}."
-DEFAULT_LIFETIME_DAYS = 90  # auth.token_lifetime_days when the settings view does not say
 
 
 def _refusal(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
@@ -156,8 +155,8 @@ async def audit_change(db: AsyncSession, principal: Principal, action: str, deta
 
 
 def _expiry(console: Console, value: str) -> datetime | None:
-    days = console.context.settings_view.get("auth.token_lifetime_days", DEFAULT_LIFETIME_DAYS)
-    return parse_expiry(value.strip() or None, datetime.now(UTC), int(days))
+    days = console.context.settings.auth.token_lifetime_days
+    return parse_expiry(value.strip() or None, datetime.now(UTC), days)
 
 
 async def token_create(
