@@ -5,12 +5,14 @@
 
 The data set is `bench.dataset`'s (100 k realistic thoughts over 5 projects, 50/25/15/7/3 %); this bench
 refuses a data set under bench/.data itself, because it migrates the database to head, creates an admin user
-and token, runs one background-jobs tick (the decay, the counts, the project indexes, as a serving replica
-has) and enqueues edge proposals so the review queue has a page of them.
+and token, runs one background-jobs tick (the decay, the counts, the project indexes, the stored health
+report, as a serving replica has) and enqueues edge proposals so the review queue has a page of them; the
+health page's Check now replaces the stored report.
 
 The console app is `create_http_app` (token auth, offline model, rate limit and jobs off) driven in this
 process through httpx's ASGI transport: no network, no uvicorn. Signed in as the admin once; then each page
-is requested `--warmup` times untimed and `--requests` times timed, one at a time. "server" is the page's
+is requested `--warmup` times untimed and `--requests` times timed, one at a time (a form, Check now, is
+posted with the session's CSRF token). "server" is the page's
 own `Server-Timing: app;dur=` (from the session check to the rendered page, the tools' calls included);
 "wall" is the client's, the ASGI plumbing and the cookie parsing on top. Then `memory_status action=health`
 itself, without and with `include_details`, called through `dispatch` as the MCP server calls it (the health
@@ -61,6 +63,7 @@ BENCH_USER = "bench-console"
 class Page:
     name: str
     urls: Callable[[int], str]  # the i-th request's URL
+    posted: bool = False  # a form (POST with the session's CSRF token) instead of a GET
 
 
 @dataclass
@@ -154,27 +157,36 @@ def pages(world: World) -> list[Page]:
         Page("retention review list", lambda i: "/ui/review/retention"),
         Page("auto-cluster form", lambda i: "/ui/review/clusters"),
         Page("operations (counts, job state)", lambda i: "/ui/admin/operations"),
-        Page("health (every check)", lambda i: "/ui/admin/health"),
+        Page("health (the stored report)", lambda i: "/ui/admin/health"),
+        Page("health, Check now (every check, stored)", lambda i: "/ui/admin/health/check", posted=True),
         Page("users", lambda i: "/ui/admin/users"),
         Page("tokens", lambda i: "/ui/admin/tokens"),
     ]
 
 
-async def sign_in(client: httpx2.AsyncClient, token: str) -> None:
+async def sign_in(client: httpx2.AsyncClient, token: str) -> str:
+    """Signs in; answers the session's CSRF token, which the pages' forms carry."""
     form = await client.get("/ui/sign-in")
     found = CSRF.search(form.text)
     assert found is not None, form.text[:300]
     answer = await client.post("/ui/sign-in", data={"csrf": found[1], "token": token, "next": "/ui/"})
     if answer.status_code != 303:
         raise SystemExit(f"sign-in failed: {answer.status_code} {answer.text[:300]}")
+    page = await client.get("/ui/admin/tokens")
+    csrf = CSRF.search(page.text)
+    assert csrf is not None, page.text[:300]
+    return csrf[1]
 
 
-async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests: int) -> dict[str, Any]:
+async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests: int, csrf: str) -> dict[str, Any]:
     server: list[float] = []
     wall: list[float] = []
     for i in range(warmup + requests):
         started = time.perf_counter()
-        answer = await client.get(page.urls(i))
+        if page.posted:
+            answer = await client.post(page.urls(i), data={"csrf": csrf})
+        else:
+            answer = await client.get(page.urls(i))
         elapsed = (time.perf_counter() - started) * 1000
         if answer.status_code != 200:
             raise SystemExit(f"{page.name}: {answer.status_code} {answer.text[:500]}")
@@ -241,11 +253,11 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, A
         transport = httpx2.ASGITransport(app=app)
         results = []
         async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
-            await sign_in(client, token)
+            csrf = await sign_in(client, token)
             for page in pages(world):
                 if args.only and args.only not in page.name:
                     continue
-                result = await measure(client, page, args.warmup, args.requests)
+                result = await measure(client, page, args.warmup, args.requests, csrf)
                 print(
                     f"  {result['page']:<45} server p50 {result['server_p50']:>7.1f} ms  p95 "
                     f"{result['server_p95']:>7.1f} ms  max {result['server_max']:>7.1f} ms  "

@@ -4,8 +4,9 @@ Each check is a query selecting its finding rows (`Check.sql`). Six of them woul
 heap — the five row checks (`Check.scanned`: a finding is one thought row) and the BM25 drift — so one pass over
 `thought` (SCAN: counts with FILTER clauses, grouped by project) answers them and counts the thoughts by status;
 a row check with findings runs its own query only for its first DETAIL_LIMIT rows, when details are asked for.
-duplicate_content keeps its own pass: it groups by content, and carrying every other count through a hash table of
-all the contents measured no faster than the two passes (docs/BENCHMARKS.md "Console pages at 100 k").
+duplicate_content keeps its own pass: it groups by content, and folded in, a hash table of every content would
+carry every other count, spilling past work_mem, for at most ~40 ms at 100 k (docs/BENCHMARKS.md "Console pages
+at 100 k"). The console's health page shows a stored report instead (app.services.health_reports).
 """
 
 from __future__ import annotations
