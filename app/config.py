@@ -113,6 +113,11 @@ class JobsSettings(SettingsGroup):
     tick_seconds: float = Field(default=60, gt=0)
 
 
+class HealthSettings(SettingsGroup):
+    # How old the stored health report (the console's health page) may get before the background job checks again.
+    report_interval_minutes: float = Field(default=15, gt=0)
+
+
 class EmbeddedDatabaseSettings(SettingsGroup):
     shared_buffers_mb: int | None = Field(default=None, ge=16)  # None: a quarter of RAM, 128 MB to 1 GB
 
@@ -275,6 +280,7 @@ class Settings(BaseSettings):
     retention_review: RetentionReviewSettings = RetentionReviewSettings()
     decay: DecaySettings = DecaySettings()
     jobs: JobsSettings = JobsSettings()
+    health: HealthSettings = HealthSettings()
     rate_limit: RateLimitSettings = RateLimitSettings()
     oauth: OAuthSettings = OAuthSettings()
     console: ConsoleSettings = ConsoleSettings()

@@ -5,15 +5,19 @@
 
 The data set is `bench.dataset`'s (100 k realistic thoughts over 5 projects, 50/25/15/7/3 %); this bench
 refuses a data set under bench/.data itself, because it migrates the database to head, creates an admin user
-and token, runs one background-jobs tick (the decay, the counts, the project indexes, as a serving replica
-has) and enqueues edge proposals so the review queue has a page of them.
+and token, runs one background-jobs tick (the decay, the counts, the project indexes, the stored health
+report, as a serving replica has) and enqueues edge proposals so the review queue has a page of them; the
+health page's Check now replaces the stored report.
 
 The console app is `create_http_app` (token auth, offline model, rate limit and jobs off) driven in this
 process through httpx's ASGI transport: no network, no uvicorn. Signed in as the admin once; then each page
-is requested `--warmup` times untimed and `--requests` times timed, one at a time. "server" is the page's
+is requested `--warmup` times untimed and `--requests` times timed, one at a time (a form, Check now, is
+posted with the session's CSRF token). "server" is the page's
 own `Server-Timing: app;dur=` (from the session check to the rendered page, the tools' calls included);
-"wall" is the client's, the ASGI plumbing and the cookie parsing on top. Results go to stdout and to
-bench/results/console-<N>.json (gitignored).
+"wall" is the client's, the ASGI plumbing and the cookie parsing on top. Then `memory_status action=health`
+itself, without and with `include_details`, called through `dispatch` as the MCP server calls it (the health
+report the MCP action answers live). `--only health` limits the run to the pages and calls whose name holds
+that text. Results go to stdout and to bench/results/console-<N>.json (gitignored).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.users import UserService
 from bench.common import machine
-from bench.dataset import DATA_ROOT, _prewarm, generate_queries, model_cache_dir, tool_caller
+from bench.dataset import DATA_ROOT, CallTool, _prewarm, generate_queries, model_cache_dir, tool_caller
 from bench.search import pct
 
 BASE = "http://127.0.0.1:8765"
@@ -59,6 +63,7 @@ BENCH_USER = "bench-console"
 class Page:
     name: str
     urls: Callable[[int], str]  # the i-th request's URL
+    posted: bool = False  # a form (POST with the session's CSRF token) instead of a GET
 
 
 @dataclass
@@ -152,27 +157,36 @@ def pages(world: World) -> list[Page]:
         Page("retention review list", lambda i: "/ui/review/retention"),
         Page("auto-cluster form", lambda i: "/ui/review/clusters"),
         Page("operations (counts, job state)", lambda i: "/ui/admin/operations"),
-        Page("health (every check)", lambda i: "/ui/admin/health"),
+        Page("health (the stored report)", lambda i: "/ui/admin/health"),
+        Page("health, Check now (every check, stored)", lambda i: "/ui/admin/health/check", posted=True),
         Page("users", lambda i: "/ui/admin/users"),
         Page("tokens", lambda i: "/ui/admin/tokens"),
     ]
 
 
-async def sign_in(client: httpx2.AsyncClient, token: str) -> None:
+async def sign_in(client: httpx2.AsyncClient, token: str) -> str:
+    """Signs in; answers the session's CSRF token, which the pages' forms carry."""
     form = await client.get("/ui/sign-in")
     found = CSRF.search(form.text)
     assert found is not None, form.text[:300]
     answer = await client.post("/ui/sign-in", data={"csrf": found[1], "token": token, "next": "/ui/"})
     if answer.status_code != 303:
         raise SystemExit(f"sign-in failed: {answer.status_code} {answer.text[:300]}")
+    page = await client.get("/ui/admin/tokens")
+    csrf = CSRF.search(page.text)
+    assert csrf is not None, page.text[:300]
+    return csrf[1]
 
 
-async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests: int) -> dict[str, Any]:
+async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests: int, csrf: str) -> dict[str, Any]:
     server: list[float] = []
     wall: list[float] = []
     for i in range(warmup + requests):
         started = time.perf_counter()
-        answer = await client.get(page.urls(i))
+        if page.posted:
+            answer = await client.post(page.urls(i), data={"csrf": csrf})
+        else:
+            answer = await client.get(page.urls(i))
         elapsed = (time.perf_counter() - started) * 1000
         if answer.status_code != 200:
             raise SystemExit(f"{page.name}: {answer.status_code} {answer.text[:500]}")
@@ -188,6 +202,32 @@ async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests:
         "server_max": round(max(server), 1),
         "wall_p50": round(pct(wall, 50), 1),
     }
+
+
+async def measure_tool(
+    call: CallTool, name: str, arguments: dict[str, Any], warmup: int, requests: int
+) -> dict[str, Any]:
+    """A tool call's wall time in this process (dispatch, the service, the answer's shaping), one at a time."""
+    times: list[float] = []
+    for i in range(warmup + requests):
+        started = time.perf_counter()
+        await call("memory_status", arguments)
+        if i >= warmup:
+            times.append((time.perf_counter() - started) * 1000)
+    return {
+        "call": name,
+        "n": len(times),
+        "p50": round(pct(times, 50), 1),
+        "p95": round(pct(times, 95), 1),
+        "min": round(min(times), 1),
+        "max": round(max(times), 1),
+    }
+
+
+TOOL_CALLS = (
+    ("memory_status action=health", {"action": "health"}),
+    ("memory_status action=health include_details", {"action": "health", "include_details": True}),
+)
 
 
 async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
@@ -213,9 +253,11 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, A
         transport = httpx2.ASGITransport(app=app)
         results = []
         async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
-            await sign_in(client, token)
+            csrf = await sign_in(client, token)
             for page in pages(world):
-                result = await measure(client, page, args.warmup, args.requests)
+                if args.only and args.only not in page.name:
+                    continue
+                result = await measure(client, page, args.warmup, args.requests, csrf)
                 print(
                     f"  {result['page']:<45} server p50 {result['server_p50']:>7.1f} ms  p95 "
                     f"{result['server_p95']:>7.1f} ms  max {result['server_max']:>7.1f} ms  "
@@ -223,6 +265,20 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, A
                     flush=True,
                 )
                 results.append(result)
+        async with context.db.unit_of_work() as session:
+            admin = await UserService(session).ensure_user(BENCH_USER, Role.admin)
+        call = tool_caller(context, admin)
+        calls = []
+        for name, arguments in TOOL_CALLS:
+            if args.only and args.only not in name:
+                continue
+            measured = await measure_tool(call, name, arguments, args.warmup, args.requests)
+            print(
+                f"  {name:<45} p50 {measured['p50']:>7.1f} ms  p95 {measured['p95']:>7.1f} ms  "
+                f"max {measured['max']:>7.1f} ms",
+                flush=True,
+            )
+            calls.append(measured)
         return {
             "machine": machine(),
             "thoughts": world.thoughts,
@@ -230,6 +286,7 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, A
             "warmup": args.warmup,
             "requests": args.requests,
             "pages": results,
+            "tool_calls": calls,
         }
     finally:
         await context.db.dispose()
@@ -240,6 +297,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, required=True, help="a copy of bench/.data/<N> (holds pgdata/)")
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--only", default="", help="only the pages and tool calls whose name holds this text")
     args = parser.parse_args()
     data_dir = args.data_dir.resolve()
     if data_dir.is_relative_to(DATA_ROOT.resolve()):

@@ -131,3 +131,17 @@ async def blocked_by_a_lock(context: AppContext, sql: str, **params: Any) -> boo
             raise
         return True
     return False
+
+
+class ManualClock:
+    """A clock (RateLimiter.clock, PasswordCheck's) that moves only when the test moves it: a throttle's refill then
+    never depends on how fast the machine runs the attempts."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

@@ -23,6 +23,7 @@ DECAY_LOCK_KEY = 7_301_002
 EXPIRY_LOCK_KEY = 7_301_003
 ESTIMATE_LOCK_KEY = 7_301_004
 PROJECT_INDEX_LOCK_KEY = 7_301_005
+HEALTH_REPORT_LOCK_KEY = 7_301_006
 USER_CREATION_LOCK_KEY = 7_302_001  # replicas starting together bootstrap one admin
 AUTO_CLUSTER_LOCK_KEY = 7_302_002  # auto_cluster confirms run one at a time
 USER_ADMIN_LOCK_KEY = 7_302_003  # role, password and token changes that could leave no admin, one at a time

@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy import (
     text as sql,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from app.db.vector import EMBEDDING_DIM, EmbeddingVector, half
@@ -416,6 +416,23 @@ class JobRun(Base):
     succeeded: Mapped[bool] = mapped_column(Boolean, nullable=False)
     outcome: Mapped[str] = mapped_column(Text, nullable=False)  # what it did, or the error
     last_succeeded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class HealthReport(Base):
+    """The last stored health report (app.services.health_reports): one row, replaced by the background job every
+    `health.report_interval_minutes` and by an admin's Check now, so the console's health page reads it instead of
+    running every check (migration 0016). The MCP action and GET /api/health-check still check live."""
+
+    __tablename__ = "health_report"
+    one: Mapped[bool] = mapped_column(Boolean, primary_key=True, default=True)  # the only row
+    checked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)  # the database's clock
+    seconds: Mapped[float] = mapped_column(Float, nullable=False)  # how long the checks took
+    replica: Mapped[str] = mapped_column(String(200), nullable=False)  # host:pid of the process that ran them
+    requested_by: Mapped[str | None] = mapped_column(String(200))  # the admin who asked; NULL: the background job
+    # memory_status action=health include_details=true's report; json, not jsonb, so its categories and checks keep
+    # the report's order (jsonb sorts an object's keys)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    __table_args__ = (CheckConstraint("one", name="one_row"),)
 
 
 class OAuthClient(Base):

@@ -1,4 +1,13 @@
-"""Health checks (docs/mcp-tools.md, action=health): one SQL query per check, a score, and the safe autofixes."""
+"""Health checks (docs/mcp-tools.md, action=health): the findings of 23 checks, a score, and the safe autofixes.
+
+Each check is a query selecting its finding rows (`Check.sql`). Six of them would each read the whole `thought`
+heap — the five row checks (`Check.scanned`: a finding is one thought row) and the BM25 drift — so one pass over
+`thought` (SCAN: counts with FILTER clauses, grouped by project) answers them and counts the thoughts by status;
+a row check with findings runs its own query only for its first DETAIL_LIMIT rows, when details are asked for.
+duplicate_content keeps its own pass: it groups by content, and folded in, a hash table of every content would
+carry every other count, spilling past work_mem, for at most ~40 ms at 100 k (docs/BENCHMARKS.md "Console pages
+at 100 k"). The console's health page shows a stored report instead (app.services.health_reports).
+"""
 
 from __future__ import annotations
 
@@ -43,6 +52,9 @@ class Check:
     name: str
     severity: str
     sql: str  # selects the finding rows (every column becomes a detail key)
+    # A row check: the condition a row of SCAN (`t` a thought, `linked` any edge's end, `clustering` a cluster
+    # edge's source) meets when `sql` selects it; counted in that one pass instead of by `sql`.
+    scanned: str | None = None
 
 
 CHECKS: tuple[Check, ...] = (
@@ -80,6 +92,7 @@ CHECKS: tuple[Check, ...] = (
         f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c WHERE c.is_cluster "
         "AND c.status <> 'archived' AND NOT EXISTS "
         "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')",
+        scanned="t.is_cluster AND t.status <> 'archived' AND clustering.id IS NULL",
     ),
     Check(
         "cluster_health",
@@ -110,6 +123,7 @@ CHECKS: tuple[Check, ...] = (
         "info",
         f"SELECT t.id AS thought_id FROM thought t WHERE t.{_LIVE} AND NOT EXISTS "
         "(SELECT 1 FROM edge e WHERE e.source_id = t.id OR e.target_id = t.id)",
+        scanned=f"t.{_LIVE} AND linked.id IS NULL",
     ),
     Check(
         "connectivity",
@@ -130,6 +144,7 @@ CHECKS: tuple[Check, ...] = (
         "too_short_content",
         "info",
         f"SELECT id AS thought_id, content FROM thought WHERE {_LIVE} AND length(btrim(content)) < 10",
+        scanned=f"t.{_LIVE} AND length(btrim(t.content)) < 10",
     ),
     Check(
         "content_quality",
@@ -143,6 +158,7 @@ CHECKS: tuple[Check, ...] = (
         "untagged_thoughts",
         "info",
         f"SELECT id AS thought_id FROM thought WHERE {_LIVE} AND cardinality(tags) = 0",
+        scanned=f"t.{_LIVE} AND cardinality(t.tags) = 0",
     ),
     Check(
         "semantic_consistency",
@@ -215,8 +231,70 @@ CHECKS: tuple[Check, ...] = (
         "importance_outliers",
         "info",
         f"SELECT id AS thought_id, importance FROM thought WHERE {_LIVE} AND importance < 0.05",
+        scanned=f"t.{_LIVE} AND t.importance < 0.05",
     ),
 )
+LEXICAL_CHECK = "lexical_statistics_drift"  # answered from SCAN's rows and lexemes per project, not by its `sql`
+STATUSES = ("draft", "active", "archived")
+
+# The one pass over `thought`: per project its rows and lexemes (the BM25 drift check's left side), its thoughts
+# by status, and each row check's findings. In the same statement (one snapshot, as LEXICAL_DRIFT is) every
+# project's BM25 statistics; a project without thoughts has no `scanned` row, a thought whose project row is gone
+# (written with the foreign keys off) no `project` one.
+_SCANNED = [*STATUSES, *(check.name for check in CHECKS if check.scanned)]
+SCAN = (
+    "WITH scanned AS (SELECT t.project_id, count(*) AS thoughts, coalesce(sum(length(t.tsv)), 0) AS tokens, "
+    + ", ".join(f"count(*) FILTER (WHERE t.status = '{status}') AS {status}" for status in STATUSES)
+    + ", "
+    + ", ".join(f"count(*) FILTER (WHERE {check.scanned}) AS {check.name}" for check in CHECKS if check.scanned)
+    + " FROM thought t "
+    "LEFT JOIN (SELECT source_id AS id FROM edge UNION SELECT target_id FROM edge) linked ON linked.id = t.id "
+    "LEFT JOIN (SELECT DISTINCT source_id AS id FROM edge WHERE type = 'cluster') clustering "
+    "ON clustering.id = t.id GROUP BY t.project_id), "
+    "terms AS (SELECT project_id, sum(thoughts) AS tokens FROM lexical_term GROUP BY project_id) "
+    "SELECT coalesce(s.project_id, p.id) AS project_id, p.id IS NOT NULL AS has_project, "
+    "coalesce(s.thoughts, 0) AS thoughts, coalesce(s.tokens, 0) AS tokens, "
+    + ", ".join(f"coalesce(s.{name}, 0) AS {name}" for name in _SCANNED)
+    + ", coalesce(c.thoughts, 0) AS counted_thoughts, coalesce(c.tokens, 0) AS counted_tokens, "
+    "coalesce(terms.tokens, 0) AS term_tokens "
+    "FROM scanned s FULL JOIN project p ON p.id = s.project_id "
+    "LEFT JOIN lexical_corpus c ON c.project_id = p.id LEFT JOIN terms ON terms.project_id = p.id"
+)
+FINDINGS = "health_findings"  # the window count beside a check's first rows (a name no check's column has)
+
+
+@dataclass
+class Scan:
+    """What SCAN answered: each row check's findings, thoughts by status, the projects whose statistics drifted."""
+
+    counts: dict[str, int]
+    by_status: dict[str, int]
+    drifted: list[dict[str, Any]]
+
+
+def _scan(rows: Sequence[Any]) -> Scan:
+    counts = {check.name: 0 for check in CHECKS if check.scanned}
+    by_status = dict.fromkeys(STATUSES, 0)
+    drifted = []
+    for row in rows:
+        for name in counts:
+            counts[name] += int(getattr(row, name))
+        for status in STATUSES:
+            by_status[status] += int(getattr(row, status))
+        thoughts, tokens = int(row.thoughts), int(row.tokens)
+        if row.has_project and (
+            thoughts != row.counted_thoughts or tokens != row.counted_tokens or tokens != row.term_tokens
+        ):
+            drifted.append(
+                {
+                    "project_id": str(row.project_id),
+                    "thoughts": thoughts,
+                    "counted_thoughts": int(row.counted_thoughts),
+                    "tokens": tokens,
+                    "counted_tokens": int(row.counted_tokens),
+                }
+            )
+    return Scan(counts, by_status, sorted(drifted, key=lambda row: str(row["project_id"])))
 
 
 def _value(value: Any) -> Any:
@@ -237,38 +315,55 @@ class HealthService:
 
     async def report(self, include_details: bool, severity: str | None = None) -> dict[str, Any]:
         floor = SEVERITY_RANK[severity] if severity else 0
+        scan = _scan((await self.session.execute(text(SCAN))).all())
         categories: dict[str, dict[str, Any]] = {}
         findings = {"critical": 0, "warning": 0, "info": 0}
         critical_categories: set[str] = set()
         warning_categories: set[str] = set()
         for check in CHECKS:
-            # The exact count in SQL; only the first DETAIL_LIMIT rows travel (a capped fetch undercounted).
-            count = int(
-                (await self.session.execute(text(f"SELECT count(*) FROM ({check.sql}) AS finding"))).scalar_one()
-            )
-            rows: Sequence[Any] = ()
-            if count and include_details:
-                statement = text(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
-                rows = (await self.session.execute(statement)).all()
+            shown = SEVERITY_RANK[check.severity] >= floor
+            count, details = await self._findings(check, scan, include_details and shown)
             findings[check.severity] += count
             if count and check.severity == "critical":
                 critical_categories.add(check.category)
             if count and check.severity == "warning":
                 warning_categories.add(check.category)
-            if SEVERITY_RANK[check.severity] < floor:
+            if not shown:
                 continue
             entry: dict[str, Any] = {"severity": check.severity, "count": count}
             if include_details:
-                entry["details"] = [_detail(row) for row in rows]
+                entry["details"] = details
             categories.setdefault(check.category, {})[check.name] = entry
         score = 100 - 40 * len(critical_categories) - 15 * len(warning_categories) - 0.25 * findings["info"]
-        statuses = await self.session.execute(text("SELECT status, count(*) AS n FROM thought GROUP BY status"))
-        by_status = {"draft": 0, "active": 0, "archived": 0} | {row.status: int(row.n) for row in statuses}
         return {
             "health_score": round(min(100.0, max(0.0, score)), 2),
-            "summary": {"thoughts": by_status, "findings": findings},
+            "summary": {"thoughts": scan.by_status, "findings": findings},
             "categories": categories,
         }
+
+    async def _findings(self, check: Check, scan: Scan, include_details: bool) -> tuple[int, list[dict[str, Any]]]:
+        """The check's exact count and (with details) its first DETAIL_LIMIT finding rows."""
+        if check.name == LEXICAL_CHECK:
+            return len(scan.drifted), scan.drifted[:DETAIL_LIMIT] if include_details else []
+        if check.scanned:
+            count = scan.counts[check.name]
+            if not (count and include_details):
+                return count, []
+            statement = text(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
+            return count, [_detail(row) for row in (await self.session.execute(statement)).all()]
+        if not include_details:
+            counted = await self.session.execute(text(f"SELECT count(*) FROM ({check.sql}) AS finding"))
+            return int(counted.scalar_one()), []
+        # The count and the first rows in one statement. The window needs every row before the LIMIT applies, so
+        # the planner cannot pick a fast-start plan for 50 rows (one walked every thought: 260 ms at 100 k).
+        statement = text(
+            f"SELECT finding.*, count(*) OVER () AS {FINDINGS} FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}"
+        )
+        rows = (await self.session.execute(statement)).all()
+        details = [_detail(row) for row in rows]
+        for detail in details:
+            del detail[FINDINGS]
+        return (int(rows[0]._mapping[FINDINGS]) if rows else 0), details
 
     async def autofix(self) -> dict[str, int]:
         """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived, drifted BM25

@@ -1,5 +1,6 @@
 """Background jobs beside the requests: importance decay, proposal expiry, preview-token purge, the project
-counts and per-project vector indexes (app.services.project_index_job) the search plans by.
+counts and per-project vector indexes (app.services.project_index_job) the search plans by, and the stored health
+report the console's health page shows (app.services.health_reports).
 
 Each job runs under an advisory lock, so with several replicas exactly one runs it;
 the decay records its run as an audit event, which is how every replica knows it already ran today.
@@ -24,6 +25,7 @@ from app.config import DecaySettings, Settings
 from app.db.engine import Database, is_unavailable
 from app.db.locks import DECAY_LOCK_KEY, ESTIMATE_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.ids import new_id
+from app.services.health_reports import refresh_if_due
 from app.services.job_runs import record_job_run
 from app.services.oauth_grants import purge_expired_oauth_rows
 from app.services.project_index_job import reconcile_project_indexes
@@ -201,6 +203,15 @@ async def _project_indexes(db: Database, _settings: Settings) -> str | None:
     return f"{len(changes.created)} index(es) built, {len(changes.dropped)} dropped{failed}"
 
 
+async def _health_report(db: Database, settings: Settings) -> str | None:
+    stored = await refresh_if_due(db, settings.health.report_interval_minutes)  # a failure raises: recorded
+    if stored is None:
+        return None
+    found = stored.report["summary"]["findings"]
+    counts = ", ".join(f"{found[severity]} {severity}" for severity in ("critical", "warning", "info"))
+    return f"health score {stored.report['health_score']} ({counts} finding(s)) in {stored.seconds:.1f} s"
+
+
 @dataclass(frozen=True)
 class Job:
     key: str  # job_run.job
@@ -213,6 +224,7 @@ JOBS: tuple[Job, ...] = (
     Job("project_counts", "project counts", _counts),
     Job("project_indexes", "project vector indexes", _project_indexes),
     Job("expiry", "proposal expiry and preview purge", _expiry),
+    Job("health_report", "health report", _health_report),
 )
 
 

@@ -14,6 +14,8 @@ import functools
 import hashlib
 import logging
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -119,12 +121,16 @@ class PasswordCheck:
     name, at most CONCURRENT_PASSWORD_HASHES hashes at once, the same answer (None) and time for an unknown user,
     one without a password and a wrong password, and a pause after each failure."""
 
-    def __init__(self, failure_delay: float = PASSWORD_FAILURE_DELAY_SECONDS) -> None:
+    def __init__(
+        self, failure_delay: float = PASSWORD_FAILURE_DELAY_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """`clock`: the throttle's (RateLimiter.clock), for tests that must not depend on how fast hashes run."""
         self.failure_delay = failure_delay
+        self._clock = clock
         # Keyed by user id for known users and by the name typed for unknown ones, so both are throttled alike
         # (the answer does not tell them apart); the unknown names' map is bounded.
-        self._attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
-        self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
+        self._attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE, clock)
+        self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE, clock)
         self._hashing = asyncio.Semaphore(CONCURRENT_PASSWORD_HASHES)
 
     async def check(self, db: Database, user_name: str, password: str) -> PasswordMatch | None:
@@ -137,7 +143,7 @@ class PasswordCheck:
                 found = await UserRepository(session).password_hash(name)
         if found is None:
             if len(self._unknown_name_attempts._buckets) >= UNKNOWN_NAMES_TRACKED:
-                self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE)
+                self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE, self._clock)
             wait = self._unknown_name_attempts.retry_after(name.casefold())
         else:
             wait = self._attempts.retry_after(found[0].user_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -340,6 +341,25 @@ async def test_tokens_create_once_revoke_and_rotate(ui: httpx2.AsyncClient, app_
         assert await AuthService(session).verify(successor[1]) is None
     audit = await rows(ToolCaller(app_context, principal), "SELECT action FROM audit_event WHERE tool = 'console'")
     assert sorted(row[0] for row in audit) == ["token_create", "token_revoke", "token_rotate"]
+
+
+@pytest.mark.parametrize("settings", [{"auth": {"token_lifetime_days": 7}}], indirect=True)
+async def test_created_and_rotated_tokens_last_the_configured_lifetime(
+    ui: httpx2.AsyncClient, app_context: AppContext
+) -> None:
+    csrf = await signed_in(ui, app_context, "ada", Role.admin)
+    created = await ui.post("/ui/admin/tokens/create", data={"csrf": csrf, "user": "bob", "role": "reader"})
+    assert created.status_code == 200, created.text
+    async with app_context.db.unit_of_work() as session:
+        [row] = [row for row in await AuthService(session).list_tokens() if row.user_name == "bob"]
+    rotated = await ui.post("/ui/admin/tokens/rotate", data={"csrf": csrf, "token_id": str(row.id)})
+    assert rotated.status_code == 200, rotated.text
+    async with app_context.db.unit_of_work() as session:
+        bobs = [row for row in await AuthService(session).list_tokens() if row.user_name == "bob"]
+    assert len(bobs) == 2
+    for token in bobs:  # auth.token_lifetime_days from the settings, not a copy of its default (90)
+        assert token.expires_at is not None
+        assert abs(token.expires_at - token.created_at - timedelta(days=7)) < timedelta(minutes=1)
 
 
 async def test_auth_mode_none_forms_carry_a_csrf_token_too(app_context: AppContext, writer: ToolCaller) -> None:

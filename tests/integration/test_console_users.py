@@ -27,6 +27,7 @@ from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, PasswordCheck, hash_password
 from app.services.users import UserService
+from tests.helpers import ManualClock
 from tests.integration.test_console import BASE, CSRF_FIELD, set_cookies, sign_in, sign_in_form, token_for
 
 PASSWORD = "correct horse battery staple"
@@ -134,7 +135,9 @@ async def test_password_sign_in_needs_its_csrf_token(ui: httpx2.AsyncClient, app
 
 async def test_password_attempts_are_throttled_as_on_the_oauth_page(app_context: AppContext) -> None:
     await user_with_password(app_context, "ada", Role.writer)
-    config = ConsoleConfig(SessionCodec(b"k" * 32, 3600), passwords=PasswordCheck(failure_delay=0.0))
+    # A clock that stands still: 11 slow hashes on a busy machine must not outlast the bucket's 6 s refill.
+    passwords = PasswordCheck(failure_delay=0.0, clock=ManualClock())
+    config = ConsoleConfig(SessionCodec(b"k" * 32, 3600), passwords=passwords)
     transport = httpx2.ASGITransport(app=build_console(app_context, config))
     async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
         for _ in range(PASSWORD_ATTEMPTS_PER_MINUTE):

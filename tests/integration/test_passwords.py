@@ -27,8 +27,9 @@ from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.http.oauth import PASSWORD_REFUSED, api_token_role, oauth_routes
 from app.services.oauth import OAuthConfig, OAuthProvider
-from app.services.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, verify_password
+from app.services.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, PasswordCheck, verify_password
 from app.services.users import UserService
+from tests.helpers import ManualClock
 
 ISSUER = "http://127.0.0.1:8765"
 REDIRECT = "http://127.0.0.1:9/callback"
@@ -134,6 +135,7 @@ class Pages:
     db: Database
     client_id: str
     client_secret: str
+    clock: ManualClock  # the throttle's: it stands still unless a test moves it
 
     async def count(self, query: str) -> int:
         async with self.db.unit_of_work() as session:
@@ -163,8 +165,10 @@ class Pages:
 
 @pytest.fixture
 async def pages(clean_database: Database) -> AsyncIterator[Pages]:
+    clock = ManualClock()
+    passwords = PasswordCheck(failure_delay=0.0, clock=clock)
     provider = OAuthProvider(
-        clean_database, OAuthConfig(OAuthSettings(enabled=True, public_url=ISSUER)), password_failure_delay=0.0
+        clean_database, OAuthConfig(OAuthSettings(enabled=True, public_url=ISSUER)), passwords=passwords
     )
     app = Starlette(routes=oauth_routes(provider, provider.config, api_token_role(clean_database)))
     async with clean_database.unit_of_work() as session:
@@ -176,7 +180,7 @@ async def pages(clean_database: Database) -> AsyncIterator[Pages]:
         registered = await http.post("/register", json={"client_name": "Test client", "redirect_uris": [REDIRECT]})
         assert registered.status_code == 201, registered.text
         body = registered.json()
-        yield Pages(provider, http, clean_database, body["client_id"], body["client_secret"])
+        yield Pages(provider, http, clean_database, body["client_id"], body["client_secret"], clock)
 
 
 async def test_a_password_signs_in_through_consent_to_a_token(pages: Pages) -> None:
@@ -240,11 +244,17 @@ async def test_password_attempts_are_throttled_per_user_name(pages: Pages) -> No
     for _ in range(PASSWORD_ATTEMPTS_PER_MINUTE):
         assert (await pages.sign_in(fields, "ada", "not the password")).status_code == 401
     throttled = await pages.sign_in(fields, "ada", PASSWORD)  # even the right one, until the bucket refills
-    assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) >= 1
-    assert _error(throttled.text).startswith("Too many sign-in attempts for this user name: retry in ")
+    assert throttled.status_code == 429 and throttled.headers["retry-after"] == "6"  # one attempt per 6 s
+    assert _error(throttled.text) == "Too many sign-in attempts for this user name: retry in 6 s."
     # An unknown name is throttled the same way (the answer does not tell it apart), another user is not.
     for _ in range(PASSWORD_ATTEMPTS_PER_MINUTE):
         assert (await pages.sign_in(fields, "nobody", "not the password")).status_code == 401
     assert (await pages.sign_in(fields, "nobody", "not the password")).status_code == 429
     assert (await pages.sign_in(fields, "bob", "not the password")).status_code == 401
     assert await pages.count("SELECT count(*) FROM oauth_authorization WHERE user_id IS NOT NULL") == 0
+    # The bucket refills one attempt every 6 s of the throttle's clock, however long the hashes took.
+    pages.clock.advance(5.9)
+    assert (await pages.sign_in(fields, "ada", PASSWORD)).status_code == 429
+    pages.clock.advance(0.2)
+    assert (await pages.sign_in(fields, "ada", PASSWORD)).status_code == 200  # the consent page
+    assert (await pages.sign_in(fields, "ada", PASSWORD)).status_code == 429  # one attempt, not two

@@ -6,9 +6,11 @@ grouped query (app.services.projects.thought_counts: the tools would need a `mem
 project and status, 3 × (projects + 1) calls); each background job's last run is app.services.job_runs'; the
 jobs' settings and the embedder's state are the lines of `memory_status action=config`.
 
-Health reads through `memory_status action=health`; its fix has no MCP action, so it runs the service call the
-`POST /api/health-check/fix` route runs, with the same audit event. Tokens use the `AuthService` calls of the
-CLI's `synaptomind token …` commands, each in its own unit of work.
+Health shows the stored report (app.services.health_reports: what `memory_status action=health include_details=true`
+answered when the background job, or an admin's Check now, last checked), since every check takes ~0.3 s at 100 k
+thoughts; Check now checks and stores it again. The fix has no MCP action, so it runs the service call the
+`POST /api/health-check/fix` route runs, with the same audit event, then checks and stores the report again.
+Tokens use the `AuthService` calls of the CLI's `synaptomind token …` commands, each in its own unit of work.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from starlette.responses import Response
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
+from app.db.repositories.health_reports import HealthReportRow
 from app.db.repositories.job_runs import JobRunRow
 from app.errors import AppError
 from app.http.ui.session import SessionData
 from app.services.auth import AuthService, parse_expiry
 from app.services.health import HealthService
+from app.services.health_reports import check_now, latest_report
 from app.services.job_runs import JobRunService
 from app.services.jobs import JOBS
 from app.services.projects import thought_counts
@@ -40,9 +44,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COUNTED_STATUSES = ("active", "draft", "archived")
-JOB_KEYS = ("jobs.", "decay.", "embedder.")
+JOB_KEYS = ("jobs.", "decay.", "health.", "embedder.")
 ADMIN_ONLY = "Forbidden: the operations pages need the admin role; user '{name}' is a {role}."
-DEFAULT_LIFETIME_DAYS = 90  # auth.token_lifetime_days when the settings view does not say
 
 
 def _refusal(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
@@ -111,15 +114,59 @@ def _job_lines(config: Answer) -> list[tuple[str, str]]:
 
 
 async def health(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    return await _health_page(console, request, principal, session, None)
+    stored = await latest_report(console.context.db)
+    if stored is None:  # nothing checked yet (a new database, or no replica runs the jobs): check once, now
+        stored = await check_now(console.context.db, principal.name)
+    return _health_page(console, request, principal, session, stored)
 
 
-async def _health_page(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, fixed: dict[str, int] | None
+async def health_check(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    answer = await console.call(principal, "memory_status", {"action": "health", "include_details": True})
-    values = console.base(principal, session, answer=answer, report=answer.item or {}, fixed=fixed)
-    return console.render(request, "health.html", values, answer.status if answer.error else 200)
+    stored = await check_now(console.context.db, principal.name)
+    logger.info("console: user %r checked health: score %s", principal.name, stored.report.get("health_score"))
+    return _health_page(console, request, principal, session, stored)
+
+
+def _health_page(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    stored: HealthReportRow,
+    fixed: dict[str, int] | None = None,
+) -> Response:
+    settings = console.context.settings
+    checked = {
+        "ago": checked_ago(stored.age_seconds),
+        "at": stored.checked_at,
+        "seconds": stored.seconds,
+        "replica": stored.replica,
+        "requested_by": stored.requested_by,
+    }
+    values = console.base(
+        principal,
+        session,
+        report=stored.report,
+        checked=checked,
+        interval_minutes=settings.health.report_interval_minutes,
+        jobs_here=settings.jobs.enabled,
+        fixed=fixed,
+    )
+    return console.render(request, "health.html", values)
+
+
+def checked_ago(seconds: float) -> str:
+    """`4 min ago`: how old a stored report is, as the health page says it."""
+    minutes = int(seconds // 60)
+    if minutes < 1:
+        return "less than a minute ago"
+    if minutes < 60:
+        return f"{minutes} min ago"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min ago" if minutes else f"{hours} h ago"
+    return f"{hours // 24} days ago"
 
 
 async def health_fix(
@@ -129,7 +176,8 @@ async def health_fix(
         fixed = await HealthService(db).autofix()
         await AuditRepository(db).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
     logger.info("console: user %r ran the safe health fixes: %s", principal.name, fixed)
-    return await _health_page(console, request, principal, session, fixed)
+    stored = await check_now(console.context.db, principal.name)  # the stored report predates the fixes
+    return _health_page(console, request, principal, session, stored, fixed)
 
 
 async def tokens(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
@@ -156,8 +204,8 @@ async def audit_change(db: AsyncSession, principal: Principal, action: str, deta
 
 
 def _expiry(console: Console, value: str) -> datetime | None:
-    days = console.context.settings_view.get("auth.token_lifetime_days", DEFAULT_LIFETIME_DAYS)
-    return parse_expiry(value.strip() or None, datetime.now(UTC), int(days))
+    days = console.context.settings.auth.token_lifetime_days
+    return parse_expiry(value.strip() or None, datetime.now(UTC), days)
 
 
 async def token_create(

@@ -53,6 +53,7 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/review/clusters/auto", page(posting(review.auto_cluster)), methods=["POST"]),
         Route("/admin/operations", page(admin_only(operations.overview)), methods=["GET"]),
         Route("/admin/health", page(admin_only(operations.health)), methods=["GET"]),
+        Route("/admin/health/check", page(admin_only(posting(operations.health_check))), methods=["POST"]),
         Route("/admin/health/fix", page(admin_only(posting(operations.health_fix))), methods=["POST"]),
         Route("/admin/tokens", page(admin_only(operations.tokens)), methods=["GET"]),
         Route("/admin/tokens/create", page(admin_only(posting(operations.token_create))), methods=["POST"]),
