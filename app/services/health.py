@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.visibility import SHADOWED, visibility_of
+from app.errors import forbidden
 from app.formats import iso
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -87,7 +89,7 @@ CHECKS: tuple[Check, ...] = (
         "warning",
         f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c JOIN edge e "
         "ON e.source_id = c.id AND e.type = 'cluster' WHERE c.is_cluster AND c.status <> 'archived' "
-        "GROUP BY c.id HAVING count(*) = 1",
+        "GROUP BY c.id, c.content HAVING count(*) = 1",  # c.content named: the tables may be CTEs (no key)
     ),
     Check(
         "cluster_health",
@@ -219,6 +221,16 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
+AUTOFIX_NEEDS_EVERY_PROJECT = (
+    "Forbidden: the safe autofixes change every project; user '{name}' is not a member of them all"
+)
+
+
+def _visible(sql: str) -> TextClause:
+    """A check's SQL over what the caller may read (app.db.visibility: CTEs shadow the tables)."""
+    return text(sql).execution_options(**SHADOWED)
+
+
 def _value(value: Any) -> Any:
     if value is None or isinstance(value, int | float | bool):
         return value
@@ -244,11 +256,11 @@ class HealthService:
         for check in CHECKS:
             # The exact count in SQL; only the first DETAIL_LIMIT rows travel (a capped fetch undercounted).
             count = int(
-                (await self.session.execute(text(f"SELECT count(*) FROM ({check.sql}) AS finding"))).scalar_one()
+                (await self.session.execute(_visible(f"SELECT count(*) FROM ({check.sql}) AS finding"))).scalar_one()
             )
             rows: Sequence[Any] = ()
             if count and include_details:
-                statement = text(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
+                statement = _visible(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
                 rows = (await self.session.execute(statement)).all()
             findings[check.severity] += count
             if count and check.severity == "critical":
@@ -262,7 +274,7 @@ class HealthService:
                 entry["details"] = [_detail(row) for row in rows]
             categories.setdefault(check.category, {})[check.name] = entry
         score = 100 - 40 * len(critical_categories) - 15 * len(warning_categories) - 0.25 * findings["info"]
-        statuses = await self.session.execute(text("SELECT status, count(*) AS n FROM thought GROUP BY status"))
+        statuses = await self.session.execute(_visible("SELECT status, count(*) AS n FROM thought GROUP BY status"))
         by_status = {"draft": 0, "active": 0, "archived": 0} | {row.status: int(row.n) for row in statuses}
         return {
             "health_score": round(min(100.0, max(0.0, score)), 2),
@@ -272,7 +284,11 @@ class HealthService:
 
     async def autofix(self) -> dict[str, int]:
         """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived, drifted BM25
-        statistics are recounted from the rows."""
+        statistics are recounted from the rows. They judge every project's rows, so a caller who cannot see
+        every project is refused (nothing is written)."""
+        visibility = visibility_of(self.session)
+        if visibility is not None and not visibility.sees_all:
+            raise forbidden(AUTOFIX_NEEDS_EVERY_PROJECT.format(name=visibility.caller.principal.name))
         orphans = await self.session.execute(
             text(
                 "DELETE FROM edge e WHERE NOT EXISTS (SELECT 1 FROM thought s WHERE s.id = e.source_id) "

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Primer, ThoughtHit
+from app.db.models import Primer, Thought, ThoughtHit
 from app.formats import iso
 from app.services.context import AppContext
 
@@ -33,6 +33,13 @@ class PrimerService:
     async def get(self, primer_id: uuid.UUID) -> dict[str, Any] | None:
         row = (await self.session.execute(self._select().where(Primer.id == primer_id))).first()
         return _shape(row) if row else None
+
+    async def project_of(self, primer_id: uuid.UUID) -> uuid.UUID | None:
+        """The project of the primer's thought (None: no such primer the caller can see)."""
+        statement = (
+            select(Thought.project_id).join(Primer, Primer.thought_id == Thought.id).where(Primer.id == primer_id)
+        )
+        return (await self.session.execute(statement)).scalar_one_or_none()
 
     async def delete(self, primer_id: uuid.UUID) -> bool:
         result = await self.session.execute(delete(Primer).where(Primer.id == primer_id))

@@ -17,6 +17,7 @@ from app.db.repositories.thoughts import ThoughtRepository, thought_select, to_r
 from app.errors import conflict, not_found
 from app.ids import new_id
 from app.services.context import AppContext
+from app.services.membership import require_role
 from app.services.supersede import SupersedeService
 
 
@@ -76,6 +77,7 @@ class RetentionService:
         thought = await self.thoughts.get(thought_id, for_update=True)
         if thought is None:
             raise not_found(f"Thought {thought_id} not found")
+        await require_role(self.session, [thought.project_id])
         if thought.is_protected != protected:
             await self.thoughts.update_fields(thought_id, {"is_protected": protected})
             thought = await self.thoughts.get(thought_id)
@@ -103,6 +105,7 @@ class RetentionService:
         thought = await self.thoughts.get(thought_id, for_update=True)
         if thought is None:
             raise not_found(f"Thought {thought_id} not found")
+        await require_role(self.session, [thought.project_id])
         if thought.is_protected:
             raise conflict(
                 f"Thought {thought_id} is protected; unprotect it with retention_review action=protect, protected=false"
@@ -129,6 +132,8 @@ class RetentionService:
         if missing:
             raise not_found(f"Thought {', '.join(missing)} not found (source_ids)")
         project_id = project.id if project else sources[source_ids[0]].project_id
+        # The summary's project, and every source's (each is merged into the summary and archived).
+        await require_role(self.session, [project_id, *(source.project_id for source in sources.values())])
         summary_id = new_id()
         await self.thoughts.insert_many(
             [

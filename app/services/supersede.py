@@ -17,6 +17,7 @@ from app.db.repositories.thoughts import ThoughtRepository
 from app.errors import conflict, not_found
 from app.ids import new_id
 from app.services.edges import EdgeService, edge_record
+from app.services.membership import require_role
 
 MERGE_PREVIEW_EDGES = 50
 _EDGE_COLUMNS = (Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at)
@@ -67,6 +68,7 @@ class SupersedeService:
         thought = await self.thoughts.get(thought_id, for_update=True)
         if thought is None:
             raise not_found(f"Thought {thought_id} not found")
+        await require_role(self.session, [thought.project_id])
         if thought.status != ThoughtStatus.archived:  # idempotent: never re-stamped
             await self._archive_rows([thought_id])
             await self.audit.record(
@@ -79,6 +81,7 @@ class SupersedeService:
     async def archive_batch(self, thought_ids: Sequence[uuid.UUID]) -> list[dict[str, Any]]:
         unique = sorted(set(thought_ids))  # lock in a stable order
         found = {thought_id: await self.thoughts.get(thought_id, for_update=True) for thought_id in unique}
+        await require_role(self.session, [thought.project_id for thought in found.values() if thought is not None])
         to_archive = [tid for tid, t in found.items() if t is not None and t.status != ThoughtStatus.archived]
         await self._archive_rows(to_archive)
         if to_archive:
@@ -109,6 +112,7 @@ class SupersedeService:
             await self._lock_for_merge(source_id, target_id)
         source = await self.thoughts.get(source_id)
         target = await self.thoughts.get(target_id)
+        await require_role(self.session, [thought.project_id for thought in (source, target) if thought is not None])
         plan = MergePlan(source_id, target_id, source, target, allow_archived_source=allow_archived_source)
         if source is not None:
             statement = (
@@ -139,6 +143,8 @@ class SupersedeService:
         if plan.reason:
             raise conflict(f"Merge refused: {plan.reason}")
         source, target = plan.source, plan.target
+        if "project_id" in values:
+            await require_role(self.session, [values["project_id"]])  # the target moves into that project
         if values:  # first, so every moved edge takes the project of its (possibly moved) source thought
             await self.thoughts.update_fields(target.id, values)
         project_id = values.get("project_id", target.project_id)

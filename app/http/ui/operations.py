@@ -24,6 +24,7 @@ from starlette.responses import Response
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
+from app.db.visibility import Caller, acting_as
 from app.errors import AppError
 from app.http.ui.session import SessionData
 from app.services.auth import AuthService, parse_expiry
@@ -134,9 +135,14 @@ async def _health_page(
 async def health_fix(
     console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    async with console.context.db.unit_of_work() as db:  # what POST /api/health-check/fix runs, audit included
-        fixed = await HealthService(db).autofix()
-        await AuditRepository(db).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
+    try:
+        with acting_as(Caller(principal, "POST /api/health-check/fix", Role.admin)):
+            async with console.context.db.unit_of_work() as db:  # what POST /api/health-check/fix runs, audit too
+                fixed = await HealthService(db).autofix()
+                await AuditRepository(db).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
+    except AppError as error:  # an admin who cannot see every project
+        page = console.base(principal, session, message=error.message)
+        return console.render(request, "error.html", page, error.status_code)
     logger.info("console: user %r ran the safe health fixes: %s", principal.name, fixed)
     return await _health_page(console, request, principal, session, fixed)
 

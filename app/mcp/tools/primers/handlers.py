@@ -12,6 +12,7 @@ from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.primers.args import TOOL, DeleteArgs, ListArgs
+from app.services.membership import require_role
 from app.services.primers import PrimerService, primer_page
 
 
@@ -30,7 +31,11 @@ async def _primer_id(args: DeleteArgs, ctx: CallContext) -> uuid.UUID:
 
 
 async def _load_primer(args: DeleteArgs, ctx: CallContext, session: AsyncSession, primer_id: uuid.UUID) -> PrimerState:
-    return primer_id, await PrimerService(session).get(primer_id)
+    primers = PrimerService(session)
+    project_id = await primers.project_of(primer_id)
+    if project_id is not None:
+        await require_role(session, [project_id])  # a primer is its thought's: previews included
+    return primer_id, await primers.get(primer_id)
 
 
 def _missing(primer_id: uuid.UUID) -> ToolAnswer:

@@ -16,6 +16,7 @@ from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.retention.args import CompactArgs, DeleteArgs, ListArgs, ProtectArgs
+from app.services.membership import require_role
 from app.services.retention import Dependent, RetentionService, candidate_page, protect_thought
 from app.services.store import check_content, normalize_tags
 
@@ -71,6 +72,7 @@ async def _plan_delete(
     thought = await ThoughtRepository(session).get(thought_id)
     if thought is None:
         return ToolAnswer(single(Meta("delete"), {"status": "not_found", "thought_id": str(thought_id)}))
+    await require_role(session, [thought.project_id])  # previews included
     dependents = await RetentionService(session, ctx.principal).dependents(thought_id)
     item = {
         "status": "preview",

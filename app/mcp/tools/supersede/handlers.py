@@ -16,6 +16,7 @@ from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.supersede.args import ArchiveArgs, ArchiveBatchArgs, MergeArgs
+from app.services.membership import require_role
 from app.services.scope import normalize_path
 from app.services.store import check_content, normalize_tags
 from app.services.supersede import MERGE_PREVIEW_EDGES, MergePlan, SupersedeService, archive_outcome
@@ -29,6 +30,8 @@ async def _thought_id(args: ArchiveArgs, ctx: CallContext) -> uuid.UUID:
 
 async def _plan_archive(args: ArchiveArgs, ctx: CallContext, session: AsyncSession, thought_id: uuid.UUID) -> Preview:
     thought = await ThoughtRepository(session).get(thought_id)
+    if thought is not None:
+        await require_role(session, [thought.project_id])  # previews included
     item = {
         "status": "preview",
         "action": "archive",
@@ -65,6 +68,7 @@ async def _plan_archive_batch(
     args: ArchiveBatchArgs, ctx: CallContext, session: AsyncSession, thought_ids: list[uuid.UUID]
 ) -> Preview:
     found = await ThoughtRepository(session).get_many(thought_ids)
+    await require_role(session, [thought.project_id for thought in found.values()])  # previews included
     seen: set[Any] = set()
     items = []
     for thought_id in thought_ids:
