@@ -147,7 +147,7 @@ class ClusterService:
             ~select(Edge.id).where(Edge.target_id == Thought.id, Edge.type == EdgeType.cluster).exists(),
         )
         rows = await self.session.execute(eligible.order_by(Thought.id))
-        ids = [row.id for row in rows if may_write(self.session, row.project_id)]
+        ids = [row.id for row in rows if await may_write(self.session, row.project_id)]
         if not ids:
             return [], 0
         eligible_ids = set(ids)

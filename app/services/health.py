@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.visibility import SHADOWED, visibility_of
+from app.db.visibility import SHADOWED, UNSCOPED, resolved
 from app.errors import forbidden
 from app.formats import iso
 
@@ -231,6 +231,11 @@ def _visible(sql: str) -> TextClause:
     return text(sql).execution_options(**SHADOWED)
 
 
+def _everywhere(sql: str) -> TextClause:
+    """A fix's SQL over every project's rows (only for a caller who sees them all, or none restricted)."""
+    return text(sql).execution_options(**UNSCOPED)
+
+
 def _value(value: Any) -> Any:
     if value is None or isinstance(value, int | float | bool):
         return value
@@ -286,25 +291,26 @@ class HealthService:
         """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived, drifted BM25
         statistics are recounted from the rows. They judge every project's rows, so a caller who cannot see
         every project is refused (nothing is written)."""
-        visibility = visibility_of(self.session)
+        visibility = await resolved(self.session)
         if visibility is not None and not visibility.sees_all:
             raise forbidden(AUTOFIX_NEEDS_EVERY_PROJECT.format(name=visibility.caller.principal.name))
+        # Every project's rows, as the check above allows: the statements are UNSCOPED.
         orphans = await self.session.execute(
-            text(
+            _everywhere(
                 "DELETE FROM edge e WHERE NOT EXISTS (SELECT 1 FROM thought s WHERE s.id = e.source_id) "
                 "OR NOT EXISTS (SELECT 1 FROM thought t WHERE t.id = e.target_id)"
             )
         )
-        loops = await self.session.execute(text("DELETE FROM edge WHERE source_id = target_id"))
+        loops = await self.session.execute(_everywhere("DELETE FROM edge WHERE source_id = target_id"))
         empty = await self.session.execute(
-            text(
+            _everywhere(
                 "UPDATE thought c SET status = 'archived', archived_at = now(), updated_at = now() "
                 "WHERE c.is_cluster AND c.status <> 'archived' AND NOT c.is_protected AND NOT EXISTS "
                 "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')"
             )
         )
         drifted = await self.session.execute(
-            text(f"SELECT lexical_rebuild(project_id) FROM ({LEXICAL_DRIFT}) AS drift ORDER BY project_id")
+            _everywhere(f"SELECT lexical_rebuild(project_id) FROM ({LEXICAL_DRIFT}) AS drift ORDER BY project_id")
         )
         return {
             "lexical_statistics_rebuilt": len(drifted.all()),

@@ -18,7 +18,7 @@ from app.db.records import ProjectRecord
 from app.db.repositories.members import MemberRepository, MemberRow
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.users import UserRepository
-from app.db.visibility import ROLE_RANK, refresh_visibility, visibility_of
+from app.db.visibility import ROLE_RANK, refresh_visibility, resolved
 from app.errors import bad_request, forbidden, not_found
 
 
@@ -35,7 +35,7 @@ async def require_role(session: AsyncSession, project_ids: Iterable[uuid.UUID], 
     are a reader there. Outside a restricted call (the local user, jobs, the CLI) everything is allowed. A
     project the unit of work has not met yet (created by another call since it began) is looked up again.
     """
-    visibility = visibility_of(session)
+    visibility = await resolved(session)
     if visibility is None:
         return
     project_ids = set(project_ids)
@@ -49,9 +49,9 @@ async def require_role(session: AsyncSession, project_ids: Iterable[uuid.UUID], 
             raise forbidden(role_refusal(caller.call, needed, caller.principal.name, role))
 
 
-def may_write(session: AsyncSession, project_id: uuid.UUID, needs: Role | None = None) -> bool:
+async def may_write(session: AsyncSession, project_id: uuid.UUID, needs: Role | None = None) -> bool:
     """Whether `require_role` would let a write into the project through (for picking candidates)."""
-    visibility = visibility_of(session)
+    visibility = await resolved(session)
     if visibility is None:
         return True
     role = visibility.role_in(project_id) or Role.reader

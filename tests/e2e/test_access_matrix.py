@@ -617,7 +617,8 @@ async def test_every_action_as_a_member_a_reader_member_and_a_non_member(served:
     seeded = [await fixtures.thought(fixtures.unique("matrix thought seed")) for _ in range(3)]
     linked = await admin.ok("memory_store", {"action": "link", "source_id": seeded[0], "target_id": seeded[1]})
     fixtures.secrets.add(str(linked.item["id"]))
-    cluster = {"action": "cluster", "thought_ids": seeded[1:], "cwd": fixtures.path}
+    # Titled: embedded in the call (an untitled cluster would be embedded later by the backfill, a write of its own).
+    cluster = {"action": "cluster", "thought_ids": seeded[1:], "cwd": fixtures.path, "title": fixtures.unique("C")}
     fixtures.secrets.add(str((await admin.ok("memory_crystallize", cluster)).item["cluster"]["id"]))
     # Something every caller sees, so that non-members' answers are not empty.
     for content in ("the commons hold the shared build notes", "the commons run the release train"):

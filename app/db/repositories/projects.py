@@ -15,7 +15,7 @@ from app.db.engine import execute_core
 from app.db.models import Project, Thought
 from app.db.project_indexes import has_project_index
 from app.db.records import ProjectRecord
-from app.db.visibility import UNSCOPED, refresh_visibility
+from app.db.visibility import UNSCOPED, forget_roles
 from app.ids import new_id
 
 DEFAULT_PROJECT_NAME = "default"
@@ -98,7 +98,7 @@ class ProjectRepository:
         await self.session.execute(
             insert(Project).values(id=project_id, name=name, local_path=local_path, description=description)
         )
-        await refresh_visibility(self.session)  # open to everyone (migration 0013's trigger): the caller sees it
+        forget_roles(self.session)  # open to everyone (migration 0013's trigger): the caller's roles change
         return project_id
 
     async def update_fields(self, project_id: uuid.UUID, values: dict[str, Any]) -> None:
@@ -127,7 +127,7 @@ class ProjectRepository:
             .returning(Project.id)
         )
         if created.first() is not None:
-            await refresh_visibility(self.session)  # open to everyone (migration 0013's trigger)
+            forget_roles(self.session)  # open to everyone (migration 0013's trigger)
         row = (await self.session.execute(default)).first()
         if row is None:  # the name 'default' is taken by an ordinary project
             raise RuntimeError("no default project and the name 'default' is taken")
