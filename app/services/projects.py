@@ -15,6 +15,7 @@ from app.db.records import Principal, ProjectRecord
 from app.db.repositories.audit import AuditRepository
 from app.db.repositories.members import MemberRepository
 from app.db.repositories.projects import ProjectRepository
+from app.db.visibility import UNSCOPED
 from app.errors import bad_request, conflict, not_found
 from app.services.context import AppContext
 from app.services.membership import require_role
@@ -89,10 +90,17 @@ class ProjectService:
         return DeletePlan(project, await self.projects.thought_count(project.id), default)
 
     async def delete(self, plan: DeletePlan, principal: Principal) -> int:
-        """Move every thought (with its edges, links, hits, primers, proposals) to the default project."""
+        """Move every thought (with its edges, links, hits, primers, proposals) to the default project.
+
+        Every row of the project moves, also those the caller cannot read (an edge to a thought of a project they
+        are not a member of): the project itself was read through the visibility rule and its admin checked, and
+        a row left behind would go with the project (the foreign keys cascade)."""
         for table in _PROJECT_SCOPED:
             await self.session.execute(
-                update(table).where(table.project_id == plan.project.id).values(project_id=plan.default_project.id)
+                update(table)
+                .where(table.project_id == plan.project.id)
+                .values(project_id=plan.default_project.id)
+                .execution_options(**UNSCOPED)
             )
         await self.projects.delete(plan.project.id)
         await AuditRepository(self.session).record(

@@ -317,3 +317,24 @@ async def test_the_local_user_of_stdio_sees_every_project(app_context: AppContex
     listed = await local.ok("memory_recall", {"action": "list", "cwd": path})
     assert sorted(row["id"] for row in listed.items) == sorted(ids)
     await local.ok("memory_store", {"action": "update", "thought_id": ids[0], "content": "edited locally"})
+
+
+async def test_deleting_a_project_moves_the_rows_its_admin_cannot_read_too(app_context: AppContext) -> None:
+    """An edge from the deleted project to a closed project's thought is moved with the rest, not cascaded away."""
+    owner = await caller(app_context, "owner")
+    vault_id, _, vault_ids = await vault(owner)
+    team = await owner.ok("memory_manage", {"action": "create", "name": "Team", "local_path": "/srv/team"})
+    mine = await owner.ok("memory_store", {"action": "create", "content": "team note", "cwd": "/srv/team"})
+    edge = await owner.ok("memory_store", {"action": "link", "source_id": mine.item["id"], "target_id": vault_ids[0]})
+    await close(app_context, vault_id, {})
+    ada = await caller(app_context, "ada")
+    arguments = {"action": "delete", "project_id": team.item["id"]}
+    preview = await ada.ok("memory_manage", arguments)
+    assert preview.item["thought_count"] == 1
+    await ada.ok("memory_manage", {**arguments, "confirm": True, "preview_token": preview.meta["preview"]["token"]})
+    moved = await rows(
+        ada,
+        "SELECT p.is_default FROM edge e JOIN project p ON p.id = e.project_id WHERE e.id = :id",
+        id=uuid.UUID(edge.item["id"]),
+    )
+    assert moved == [(True,)]
