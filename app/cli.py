@@ -6,7 +6,8 @@ import argparse
 import asyncio
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     export = commands.add_parser("export", help="write every row (or one project's) as JSONL to stdout")
     export.add_argument("--project", help="only this project (by name)")
+    export.add_argument("--user", help="only what this user may read: their projects and the global thoughts")
     export.set_defaults(handler=cmd_export)
     load = commands.add_parser("import", help="read a JSONL export; rows whose id exists are skipped")
     load.add_argument("file")
@@ -93,6 +95,27 @@ def _parser() -> argparse.ArgumentParser:
     role.add_argument("role", choices=[role.value for role in Role])
     role.set_defaults(handler=cmd_user_role)
     _add_oauth_commands(commands)
+    member = commands.add_parser("member", help="per-project membership (docs/SECURITY.md)").add_subparsers(
+        dest="member_command", required=True
+    )
+    add = member.add_parser(
+        "add", help="make a user (or, with --everyone, every user) a member of a project, or change their role there"
+    )
+    add.add_argument("project", help="project name or id")
+    add.add_argument("user", nargs="?", help="user name or id (omit with --everyone)")
+    add.add_argument("--everyone", action="store_true", help="every user: opens the project to all")
+    add.add_argument("--role", required=True, choices=[role.value for role in Role], help="the role in this project")
+    add.set_defaults(handler=cmd_member_add)
+    remove = member.add_parser(
+        "remove", help="remove a member (with --everyone: close the project to all but its members)"
+    )
+    remove.add_argument("project", help="project name or id")
+    remove.add_argument("user", nargs="?", help="user name or id (omit with --everyone)")
+    remove.add_argument("--everyone", action="store_true", help="every user: closes the project")
+    remove.set_defaults(handler=cmd_member_remove)
+    listing = member.add_parser("list", help="list the members of every project, or of one")
+    listing.add_argument("project", nargs="?", help="project name or id")
+    listing.set_defaults(handler=cmd_member_list)
     return parser
 
 
@@ -413,6 +436,68 @@ def cmd_oauth_revoke(args: argparse.Namespace, settings: Settings) -> None:
         print(f"OAuth grant {args.grant_id} revoked ({ended} token(s))", file=sys.stderr)
 
 
+def _member_target(args: argparse.Namespace) -> str | None:
+    """The USER argument, or None for --everyone; exactly one of them."""
+    if args.everyone == (args.user is not None):
+        raise SystemExit("name a USER or pass --everyone (one of them)")
+    return None if args.everyone else str(args.user)
+
+
+def _member_call(settings: Settings, work: Callable[..., Awaitable[T]]) -> T:
+    from app.errors import AppError
+
+    try:
+        return _with_database(settings, work)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+
+
+def _who(name: str | None) -> str:
+    return "everyone" if name is None else f"user '{name}'"
+
+
+def cmd_member_add(args: argparse.Namespace, settings: Settings) -> None:
+    from app.services.membership import MemberService, Membership
+
+    user = _member_target(args)
+
+    async def work(context: AppContext) -> Membership:
+        async with context.db.unit_of_work() as session:
+            return await MemberService(session).add(args.project, user, Role(args.role))
+
+    added = _member_call(settings, work)
+    print(f"{_who(added.user_name)} is a {added.role.value} of project '{added.project.name}'", file=sys.stderr)
+
+
+def cmd_member_remove(args: argparse.Namespace, settings: Settings) -> None:
+    from app.services.membership import MemberService, Membership
+
+    user = _member_target(args)
+
+    async def work(context: AppContext) -> Membership:
+        async with context.db.unit_of_work() as session:
+            return await MemberService(session).remove(args.project, user)
+
+    removed = _member_call(settings, work)
+    closed = " (the project is closed: only its members see it)" if removed.user_name is None else ""
+    print(
+        f"{_who(removed.user_name)} is no longer a member of project '{removed.project.name}'{closed}", file=sys.stderr
+    )
+
+
+def cmd_member_list(args: argparse.Namespace, settings: Settings) -> None:
+    from app.db.repositories.members import MemberRow
+    from app.services.membership import MemberService
+
+    async def work(context: AppContext) -> list[MemberRow]:
+        async with context.db.unit_of_work() as session:
+            return await MemberService(session).list(args.project)
+
+    for row in _member_call(settings, work):
+        who = "*everyone*" if row.user_id is None else row.user_name or str(row.user_id)
+        print(f"{row.project_id}  {row.project_name:<24} {who:<20} {row.role.value}")
+
+
 def cmd_export(args: argparse.Namespace, settings: Settings) -> None:
     from tqdm import tqdm
 
@@ -420,7 +505,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> None:
     from app.services.portability import Portability
 
     async def work(context: AppContext) -> int:
-        async with context.db.unit_of_work() as session:
+        async with _exporting_as(context, args.user), context.db.unit_of_work() as session:
             project_id = None
             if args.project:
                 project = await ProjectRepository(session).find_by_name(args.project)
@@ -439,6 +524,23 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> None:
 
     written = _with_database(settings, work)
     print(f"exported {written} rows", file=sys.stderr)
+
+
+@asynccontextmanager
+async def _exporting_as(context: AppContext, user: str | None) -> AsyncIterator[None]:
+    """With `--user`, the export's unit of work sees what that user may read (app.db.visibility)."""
+    if user is None:
+        yield
+        return
+    from app.db.repositories.users import UserRepository
+    from app.db.visibility import Caller, acting_as
+
+    async with context.db.unit_of_work() as session:
+        principal = await UserRepository(session).find(user.strip())
+    if principal is None:
+        raise SystemExit(f"no user named {user!r} (see `synaptomind token list`)")
+    with acting_as(Caller(principal, "export")):
+        yield
 
 
 def cmd_import(args: argparse.Namespace, settings: Settings) -> None:

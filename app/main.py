@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -146,9 +147,11 @@ def write_admin_token(data_dir: Path, token: str) -> Path:
 
 
 async def local_principal(context: AppContext, name: str) -> Principal:
-    """The local user that stdio (and auth mode `none`) act as: an admin of this machine."""
+    """The local user that stdio (and auth mode `none`) act as: an admin of this machine, who sees every project
+    whatever the membership (docs/SECURITY.md)."""
     async with context.db.unit_of_work() as session:
-        return await UserService(session).ensure_user(name, Role.admin)
+        user = await UserService(session).ensure_user(name, Role.admin)
+    return dataclasses.replace(user, sees_everything=True)
 
 
 def build_server(context: AppContext, principal: Principal | None) -> SynaptoServer:

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_types import CallToolResult
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.records import Principal
+from app.db.visibility import acting_as
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.context import AppContext
@@ -83,8 +87,17 @@ class ToolCaller:
         return answer
 
 
+@asynccontextmanager
+async def own_transaction(context: AppContext) -> AsyncIterator[AsyncSession]:
+    """A test's own transaction, outside any tool call even when it runs in the middle of one (a monkeypatched
+    step): it sees and may write every project."""
+    with acting_as(None):
+        async with context.db.unit_of_work() as session:
+            yield session
+
+
 async def count_rows(context: AppContext, table: str) -> int:
-    async with context.db.unit_of_work() as session:
+    async with own_transaction(context) as session:
         return int((await session.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one())
 
 
@@ -109,13 +122,13 @@ async def snapshot(context: AppContext) -> dict[str, int]:
 
 async def rows(caller: ToolCaller, sql: str, **params: Any) -> list[tuple[Any, ...]]:
     """Raw SQL read for assertions on what a call stored."""
-    async with caller.context.db.unit_of_work() as session:
+    async with own_transaction(caller.context) as session:
         return [tuple(row) for row in (await session.execute(text(sql), params)).all()]
 
 
 async def execute(caller: ToolCaller, sql: str, **params: Any) -> None:
     """Raw SQL write to set up a state no tool can (ages, retired kinds, …)."""
-    async with caller.context.db.unit_of_work() as session:
+    async with own_transaction(caller.context) as session:
         await session.execute(text(sql), params)
 
 
@@ -123,7 +136,7 @@ async def blocked_by_a_lock(context: AppContext, sql: str, **params: Any) -> boo
     """Run `sql` in a transaction of its own that waits at most 200 ms for a lock: True when it gave up (a
     concurrent call holds the rows), False when it ran and committed."""
     try:
-        async with context.db.unit_of_work() as session:
+        async with own_transaction(context) as session:
             await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
             await session.execute(text(sql), params)
     except DBAPIError as error:

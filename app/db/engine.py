@@ -13,6 +13,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from app.db.vector import configure_vector_session
+from app.db.visibility import caller_of, scoped
+from app.db.visibility import install as install_visibility
 
 CONNECT_TIMEOUT_SECONDS = 5  # an unreachable server fails the call fast instead of hanging in connect
 
@@ -101,8 +103,10 @@ class Database:
 
     @asynccontextmanager
     async def unit_of_work(self) -> AsyncIterator[AsyncSession]:
-        """Commits when the block ends normally, rolls back when it raises."""
+        """Commits when the block ends normally, rolls back when it raises. Inside a tool call of a token's user,
+        its statements see only what the caller may see (app.db.visibility)."""
         async with self._sessions() as session, session.begin():
+            await install_visibility(session)
             yield session
 
     @asynccontextmanager
@@ -130,4 +134,6 @@ async def execute_core(
     would be an ORM bulk operation instead.
     """
     connection = await session.connection()
+    # The ORM session's hook does not see Core execution: the same visibility rule applies here.
+    statement, parameters = scoped(caller_of(session), statement, parameters, {})
     return await connection.execute(statement, parameters)

@@ -12,6 +12,8 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy import Select, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.visibility import UNSCOPED
+
 # `key share` keeps a row from being deleted (the lock a foreign key referencing it takes); `no key update` also
 # from being updated, for a read-modify-write of its fields.
 RowLock = Literal["key share", "no key update"]
@@ -59,6 +61,6 @@ async def hold_texts_until_commit(session: AsyncSession, keys: Sequence[str], se
         text(
             "SELECT pg_advisory_xact_lock(hashtextextended(k, :seed)) "
             "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS u(k, n) ORDER BY n"
-        ),
+        ).execution_options(**UNSCOPED),  # reads no project data
         {"keys": list(keys), "seed": seed},
     )

@@ -144,6 +144,30 @@ class Project(Base):
     )
 
 
+class ProjectMember(Base):
+    """Who may see and change a project, and with which role there (migration 0017); `user_id` NULL is
+    everyone. A caller's role in a project is the lower of their global role and their strongest row here
+    (their own or everyone's); a project without a row for them is invisible to them (app.db.visibility).
+    Every project gets an everyone row with role `admin` when it is inserted (trigger
+    `project_open_to_everyone`), so a project is open until an admin removes that row."""
+
+    __tablename__ = "project_member"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("project.id", ondelete="CASCADE"), nullable=False
+    )
+    user_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="CASCADE"), index=True
+    )
+    role: Mapped[Role] = mapped_column(_enum(Role, "user_role"), nullable=False)
+    created_at: Mapped[datetime] = _created_at()
+    __table_args__ = (
+        Index(
+            "uq_project_member_project_user", "project_id", "user_id", unique=True, postgresql_nulls_not_distinct=True
+        ),
+    )
+
+
 class Thought(Base):
     __tablename__ = "thought"
     id: Mapped[uuid.UUID] = _uuid_pk()

@@ -66,3 +66,6 @@ class Principal:
     name: str
     role: Role
     token_id: uuid.UUID | None = None  # the API token used, for per-token limits
+    # The local user of `stdio` and auth mode `none`: sees every project, whatever the membership
+    # (app.db.visibility); a token's user sees the projects they are a member of.
+    sees_everything: bool = False

@@ -24,6 +24,8 @@ from app.db.engine import is_unavailable
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
+from app.db.visibility import Caller, acting_as
+from app.errors import AppError
 from app.http.oauth import PAGE_PATHS, PROTOCOL_PATHS, api_token_role, oauth_routes, resource_metadata_url
 from app.http.oidc import UpstreamSignIn
 from app.mcp.server import PRINCIPAL_SCOPE_KEY, SynaptoServer
@@ -195,9 +197,12 @@ def health_check_endpoint(context: AppContext) -> Callable[[Request], Awaitable[
         if severity is not None and severity not in SEVERITY_RANK:
             return JSONResponse({"error": "severity must be one of: info, warning, critical"}, status_code=400)
         details = request.query_params.get("include_details", "").lower() in ("1", "true", "yes")
+        caller = Caller(request.scope[PRINCIPAL_SCOPE_KEY], "GET /api/health-check")
         try:
-            async with context.db.unit_of_work() as session:
-                report = await HealthService(session).report(details, severity)
+            # Counts and details over the caller's projects, as memory_status action=health answers them.
+            with acting_as(caller):
+                async with context.db.unit_of_work() as session:
+                    report = await HealthService(session).report(details, severity)
         except Exception as error:
             logger.warning("health report failed: %s", type(error).__name__)
             return JSONResponse({"error": "Database unavailable; retry shortly"}, status_code=503)
@@ -211,11 +216,15 @@ def health_fix_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JS
         principal: Principal = request.scope[PRINCIPAL_SCOPE_KEY]
         if principal.role is not Role.admin:
             return JSONResponse({"error": "Forbidden: the safe autofixes need the admin role"}, status_code=403)
-        async with context.db.unit_of_work() as session:
-            fixed = await HealthService(session).autofix()
-            await AuditRepository(session).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
-        async with context.db.unit_of_work() as session:
-            report = await HealthService(session).report(False)
+        with acting_as(Caller(principal, "POST /api/health-check/fix", Role.admin)):
+            try:
+                async with context.db.unit_of_work() as session:
+                    fixed = await HealthService(session).autofix()
+                    await AuditRepository(session).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
+            except AppError as error:  # an admin who cannot see every project
+                return JSONResponse({"error": error.message}, status_code=error.status_code)
+            async with context.db.unit_of_work() as session:
+                report = await HealthService(session).report(False)
         return JSONResponse({"fixed": fixed, **report})
 
     return health_fix

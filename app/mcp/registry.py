@@ -21,17 +21,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.engine import is_unavailable
 from app.db.models import Role
 from app.db.records import Principal
+from app.db.visibility import ROLE_RANK, Caller, acting_as
 from app.errors import AppError, bad_request, conflict, forbidden, unavailable
 from app.mcp import wire
 from app.mcp.envelope import Meta, collection, preview_meta, single
 from app.observability import new_request_id, observe_call
 from app.services.context import AppContext
+from app.services.membership import role_refusal
 from app.services.previews import PreviewService
 
 logger = logging.getLogger(__name__)
-
-ROLE_RANK = {Role.reader: 0, Role.writer: 1, Role.admin: 2}
-
 
 INT64_LIMIT = 2**63
 
@@ -388,12 +387,13 @@ def _refuse_nul(spec: ToolSpec, action: Action, value: Any, path: str = "") -> N
             _refuse_nul(spec, action, item, f"{path}.{index}")
 
 
+def _call_label(spec: ToolSpec, action: Action) -> str:
+    return f"{spec.name} action={action.name}" if spec.has_actions else spec.name
+
+
 def _authorize(principal: Principal, spec: ToolSpec, action: Action) -> None:
     if ROLE_RANK[principal.role] < ROLE_RANK[action.role]:
-        call = f"{spec.name} action={action.name}" if spec.has_actions else spec.name
-        raise forbidden(
-            f"Forbidden: {call} needs the {action.role.value} role; user '{principal.name}' is a {principal.role.value}"
-        )
+        raise forbidden(role_refusal(_call_label(spec, action), action.role, principal.name, principal.role))
 
 
 # SQLSTATEs that a caller's value causes: class 22 data exception (a number or date out of range), class 54
@@ -496,10 +496,12 @@ async def _dispatch(
         except ValidationError as error:
             raise _argument_error(spec, action, error) from None
         ctx = CallContext(app=app, principal=principal, tool=spec.name, action=action.name)
-        if isinstance(action.handler, ConfirmFlow):
-            answer = await run_confirm_flow(action.handler, args, ctx)
-        else:
-            answer = await action.handler(args, ctx)
+        # Every unit of work of the call sees only the caller's projects (app.db.visibility).
+        with acting_as(Caller(principal, _call_label(spec, action), action.role)):
+            if isinstance(action.handler, ConfirmFlow):
+                answer = await run_confirm_flow(action.handler, args, ctx)
+            else:
+                answer = await action.handler(args, ctx)
         return wire.success(answer.payload, answer.raw_text)
     except Exception as error:
         classified = _classify(error, _call_name(spec, arguments))

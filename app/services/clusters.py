@@ -19,6 +19,7 @@ from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, thoug
 from app.errors import not_found
 from app.ids import new_id
 from app.services.edges import EdgeService, edge_record
+from app.services.membership import may_write, require_role
 from app.services.store import normalize_tags
 
 CLUSTER_TITLE_WORDS = 8
@@ -94,6 +95,8 @@ class ClusterService:
         newest = max(ordered, key=lambda member: member.created_at)
         content = (title or "").strip() or cluster_title(newest)
         target_project = project.id if project is not None else await self._shared_project(ordered)
+        # The cluster and its edges live in that project; the members are only linked to (and may be read-only).
+        await require_role(self.session, [target_project])
         new = NewCluster(unique, content, normalize_tags(["cluster", *tags]), target_project, vector, model_id)
         [(cluster, edges)] = await self.create_clusters([new])
         return cluster, edges, ordered
@@ -134,15 +137,17 @@ class ClusterService:
     async def auto_groups(
         self, max_distance: float, min_members: int, min_age_days: int, model_id: str, probe: NeighbourProbe
     ) -> tuple[list[ClusterGroup], int]:
-        """Union-find over nearest neighbours closer than `max_distance` among eligible thoughts."""
-        eligible = select(Thought.id).where(
+        """Union-find over nearest neighbours closer than `max_distance` among eligible thoughts: those the
+        caller may write (the clusters go into the members' projects)."""
+        eligible = select(Thought.id, Thought.project_id).where(
             Thought.is_cluster.is_(False),
             Thought.status.in_((ThoughtStatus.active, ThoughtStatus.draft)),
             Thought.created_at < func.now() - timedelta(days=min_age_days),
             Thought.embedding_model == model_id,
             ~select(Edge.id).where(Edge.target_id == Thought.id, Edge.type == EdgeType.cluster).exists(),
         )
-        ids = [row.id for row in await self.session.execute(eligible.order_by(Thought.id))]
+        rows = await self.session.execute(eligible.order_by(Thought.id))
+        ids = [row.id for row in rows if await may_write(self.session, row.project_id)]
         if not ids:
             return [], 0
         eligible_ids = set(ids)
@@ -179,6 +184,8 @@ class ClusterService:
         """Create every group's cluster (in the members' project when they share one, else the default)."""
         spread = any(group.project_id is None for group in groups)
         default = (await ProjectRepository(self.session).ensure_default()).id if spread else uuid.UUID(int=0)
+        if spread:
+            await require_role(self.session, [default])
         tags = normalize_tags(["cluster", "auto"])
         new = [
             NewCluster([m.id for m in group.members], group.title, tags, group.project_id or default)

@@ -21,9 +21,11 @@ from app.db.locks import EDGE_PAIR_SEED, hold_text_until_commit, hold_texts_unti
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
 from app.db.records import EdgeRecord, Principal
 from app.db.repositories.audit import AuditRepository
-from app.errors import AppError, bad_request, conflict, not_found
+from app.db.visibility import UNSCOPED
+from app.errors import AppError, ErrorKind, bad_request, conflict, not_found
 from app.ids import new_id, parse_uuid
 from app.services.context import AppContext
+from app.services.membership import require_role
 
 TOOL = "memory_store"  # the audit's name for the writes its actions ask for
 LINK_IMPORTANCE_BONUS = 0.1
@@ -86,7 +88,8 @@ class EdgeService:
         if source_id == target_id:
             raise bad_request(SELF_LOOP)
         await self.lock_pair(source_id, target_id)
-        ends = await self._ends(source_id, target_id)
+        ends, source_project = await self._ends(source_id, target_id)
+        await require_role(self.session, [source_project])  # an edge belongs to its source's project
         if edge_type == EdgeType.cluster and not ends[source_id]:
             raise bad_request(cluster_rule(source_id))
         existing = await self.pair_edge(source_id, target_id)
@@ -95,13 +98,10 @@ class EdgeService:
             if relinked is not None:
                 return relinked
         edge_id = new_id()
-        project_id = (
-            await self.session.execute(select(Thought.project_id).where(Thought.id == source_id))
-        ).scalar_one()
         await self.session.execute(
             insert(Edge).values(
                 id=edge_id,
-                project_id=project_id,
+                project_id=source_project,
                 source_id=source_id,
                 target_id=target_id,
                 type=edge_type,
@@ -158,7 +158,7 @@ class EdgeService:
                 "UPDATE thought SET importance = least(1.0, thought.importance + CAST(:bonus AS float8) * bumps.links) "
                 "FROM unnest(CAST(:ids AS uuid[]), CAST(:links AS int[])) AS bumps(id, links) "
                 "WHERE thought.id = bumps.id AND thought.importance < 1.0"  # at the cap: no new row version
-            ),
+            ).execution_options(**UNSCOPED),  # thoughts the caller read and may write (require_role)
             {"bonus": LINK_IMPORTANCE_BONUS, "ids": ids, "links": [links[thought_id] for thought_id in ids]},
         )
 
@@ -188,21 +188,33 @@ class EdgeService:
             f"change it with memory_store action=retype, edge_id={existing.id}, new_type={edge_type.value}"
         )
 
-    async def _ends(self, source_id: uuid.UUID, target_id: uuid.UUID) -> dict[uuid.UUID, bool]:
+    async def _ends(self, source_id: uuid.UUID, target_id: uuid.UUID) -> tuple[dict[uuid.UUID, bool], uuid.UUID]:
         """{id: is_cluster} of both ends, kept from deletion until the commit (FOR KEY SHARE, as the edge's
-        foreign keys would lock them); refuses a missing one naming its argument."""
-        rows = await self.session.execute(
-            row_locked(
-                select(Thought.id, Thought.is_cluster).where(Thought.id.in_((source_id, target_id))),
-                "key share",
-                Thought,
+        foreign keys would lock them), and the source's project; refuses a missing one naming its argument."""
+        rows = (
+            await self.session.execute(
+                row_locked(
+                    select(Thought.id, Thought.is_cluster, Thought.project_id).where(
+                        Thought.id.in_((source_id, target_id))
+                    ),
+                    "key share",
+                    Thought,
+                )
             )
-        )
+        ).all()
         found = {row.id: bool(row.is_cluster) for row in rows}
         for thought_id, name in ((source_id, "source_id"), (target_id, "target_id")):
             if thought_id not in found:
                 raise not_found(f"Thought {thought_id} not found ({name})")
-        return found
+        return found, next(row.project_id for row in rows if row.id == source_id)
+
+    async def require_writable(self, edges: Iterable[EdgeRecord | None]) -> None:
+        """Refuse the call unless the caller may write every edge given: an edge belongs to its source's
+        project (app.services.membership.require_role); None entries (missing edges) are skipped."""
+        sources = {edge.source_id for edge in edges if edge is not None}
+        if sources:
+            rows = await self.session.execute(select(Thought.project_id).where(Thought.id.in_(sources)))
+            await require_role(self.session, [row.project_id for row in rows])
 
     async def _bump_importance(self, *thought_ids: uuid.UUID) -> None:
         await self._bump_importance_by(Counter(thought_ids))
@@ -233,7 +245,7 @@ class EdgeService:
         if edge.type == new_type:
             raise bad_request(f"Edge {edge.id} is already of type '{new_type.value}'")
         if new_type == EdgeType.cluster:
-            ends = await self._ends(edge.source_id, edge.target_id)
+            ends, _ = await self._ends(edge.source_id, edge.target_id)
             if not ends[edge.source_id]:
                 raise bad_request(cluster_rule(edge.source_id))
 
@@ -320,6 +332,8 @@ async def link_pairs(
                     )
                 outcomes.append(LinkOutcome(index, result.edge))
             except AppError as error:
+                if error.kind is ErrorKind.forbidden:  # a role refusal refuses the call (nothing written), not a row
+                    raise
                 outcomes.append(LinkOutcome(index, error=error))
     return outcomes
 

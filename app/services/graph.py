@@ -12,6 +12,7 @@ from app.db.models import EdgeType
 from app.db.records import EdgeRecord
 from app.db.repositories.edges import EdgeRepository
 from app.db.repositories.thoughts import ThoughtRepository
+from app.db.visibility import SHADOWED
 from app.services.recall import Neighbour, one_hop
 
 # Walks parent/develops edges away from a thought; `source → target` means source is the earlier one.
@@ -55,7 +56,9 @@ class GraphService:
 
     async def _walk(self, start: uuid.UUID, this_end: str, next_end: str, max_depth: int, cap: int) -> list[ChainStep]:
         sql = _CHAIN_SQL.format(this_end=this_end, next_end=f"e.{next_end}", next_e=f"e.{next_end}")
-        rows = (await self.session.execute(text(sql), {"start": start, "max_depth": max_depth, "cap": cap})).all()
+        parameters = {"start": start, "max_depth": max_depth, "cap": cap}
+        # SHADOWED: the walk never passes through a thought or an edge the caller cannot read.
+        rows = (await self.session.execute(text(sql).execution_options(**SHADOWED), parameters)).all()
         ends = [row.source_id if next_end == "source_id" else row.target_id for row in rows]
         records = await self.thoughts.get_many(ends)
         return [

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.visibility import SHADOWED, UNSCOPED, resolved
+from app.errors import forbidden
 from app.formats import iso
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -100,7 +102,7 @@ CHECKS: tuple[Check, ...] = (
         "warning",
         f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c JOIN edge e "
         "ON e.source_id = c.id AND e.type = 'cluster' WHERE c.is_cluster AND c.status <> 'archived' "
-        "GROUP BY c.id HAVING count(*) = 1",
+        "GROUP BY c.id, c.content HAVING count(*) = 1",  # c.content named: the tables may be CTEs (no key)
     ),
     Check(
         "cluster_health",
@@ -297,6 +299,21 @@ def _scan(rows: Sequence[Any]) -> Scan:
     return Scan(counts, by_status, sorted(drifted, key=lambda row: str(row["project_id"])))
 
 
+AUTOFIX_NEEDS_EVERY_PROJECT = (
+    "Forbidden: the safe autofixes change every project; user '{name}' is not a member of them all"
+)
+
+
+def _visible(sql: str) -> TextClause:
+    """A check's SQL over what the caller may read (app.db.visibility: CTEs shadow the tables)."""
+    return text(sql).execution_options(**SHADOWED)
+
+
+def _everywhere(sql: str) -> TextClause:
+    """A fix's SQL over every project's rows (only for a caller who sees them all, or none restricted)."""
+    return text(sql).execution_options(**UNSCOPED)
+
+
 def _value(value: Any) -> Any:
     if value is None or isinstance(value, int | float | bool):
         return value
@@ -315,7 +332,7 @@ class HealthService:
 
     async def report(self, include_details: bool, severity: str | None = None) -> dict[str, Any]:
         floor = SEVERITY_RANK[severity] if severity else 0
-        scan = _scan((await self.session.execute(text(SCAN))).all())
+        scan = _scan((await self.session.execute(_visible(SCAN))).all())
         categories: dict[str, dict[str, Any]] = {}
         findings = {"critical": 0, "warning": 0, "info": 0}
         critical_categories: set[str] = set()
@@ -349,14 +366,14 @@ class HealthService:
             count = scan.counts[check.name]
             if not (count and include_details):
                 return count, []
-            statement = text(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
+            statement = _visible(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
             return count, [_detail(row) for row in (await self.session.execute(statement)).all()]
         if not include_details:
-            counted = await self.session.execute(text(f"SELECT count(*) FROM ({check.sql}) AS finding"))
+            counted = await self.session.execute(_visible(f"SELECT count(*) FROM ({check.sql}) AS finding"))
             return int(counted.scalar_one()), []
         # The count and the first rows in one statement. The window needs every row before the LIMIT applies, so
         # the planner cannot pick a fast-start plan for 50 rows (one walked every thought: 260 ms at 100 k).
-        statement = text(
+        statement = _visible(
             f"SELECT finding.*, count(*) OVER () AS {FINDINGS} FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}"
         )
         rows = (await self.session.execute(statement)).all()
@@ -367,23 +384,28 @@ class HealthService:
 
     async def autofix(self) -> dict[str, int]:
         """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived, drifted BM25
-        statistics are recounted from the rows."""
+        statistics are recounted from the rows. They judge every project's rows, so a caller who cannot see
+        every project is refused (nothing is written)."""
+        visibility = await resolved(self.session)
+        if visibility is not None and not visibility.sees_all:
+            raise forbidden(AUTOFIX_NEEDS_EVERY_PROJECT.format(name=visibility.caller.principal.name))
+        # Every project's rows, as the check above allows: the statements are UNSCOPED.
         orphans = await self.session.execute(
-            text(
+            _everywhere(
                 "DELETE FROM edge e WHERE NOT EXISTS (SELECT 1 FROM thought s WHERE s.id = e.source_id) "
                 "OR NOT EXISTS (SELECT 1 FROM thought t WHERE t.id = e.target_id)"
             )
         )
-        loops = await self.session.execute(text("DELETE FROM edge WHERE source_id = target_id"))
+        loops = await self.session.execute(_everywhere("DELETE FROM edge WHERE source_id = target_id"))
         empty = await self.session.execute(
-            text(
+            _everywhere(
                 "UPDATE thought c SET status = 'archived', archived_at = now(), updated_at = now() "
                 "WHERE c.is_cluster AND c.status <> 'archived' AND NOT c.is_protected AND NOT EXISTS "
                 "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')"
             )
         )
         drifted = await self.session.execute(
-            text(f"SELECT lexical_rebuild(project_id) FROM ({LEXICAL_DRIFT}) AS drift ORDER BY project_id")
+            _everywhere(f"SELECT lexical_rebuild(project_id) FROM ({LEXICAL_DRIFT}) AS drift ORDER BY project_id")
         )
         return {
             "lexical_statistics_rebuilt": len(drifted.all()),

@@ -10,6 +10,7 @@ and store at once. The console's health page shows the stored report instead of 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
@@ -17,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.locks import HEALTH_REPORT_LOCK_KEY
 from app.db.repositories.health_reports import HealthReportRepository, HealthReportRow
+from app.db.visibility import current_caller, resolved
 from app.services.health import HealthService
 from app.services.job_runs import replica_name
 
@@ -34,9 +36,28 @@ async def _check_and_store(session: AsyncSession, requested_by: str | None) -> H
     return stored
 
 
+async def _partial_view(session: AsyncSession) -> bool:
+    """The caller cannot see every project (app.db.visibility): the stored report, of every project, is not theirs
+    to read, and a report of only their projects is not everyone's to store."""
+    visibility = await resolved(session)
+    return visibility is not None and not visibility.sees_all
+
+
+async def _live(session: AsyncSession, requested_by: str | None) -> HealthReportRow:
+    """Every check now over what the caller may read, not stored."""
+    started = time.monotonic()
+    report = await HealthService(session).report(include_details=True)
+    now = datetime.now(UTC)
+    return HealthReportRow(report, now, 0.0, time.monotonic() - started, replica_name(), requested_by)
+
+
 async def latest_report(db: Database) -> HealthReportRow | None:
-    """The stored report, or None before the first check."""
+    """The stored report, or None before the first check; for a caller who cannot see every project, a live report
+    of their projects."""
     async with db.autocommit() as session:
+        if await _partial_view(session):
+            caller = current_caller()
+            return await _live(session, caller.principal.name if caller else None)
         return await HealthReportRepository(session).latest()
 
 
@@ -44,6 +65,8 @@ async def check_now(db: Database, requested_by: str) -> HealthReportRow:
     """Every check now (what `memory_status action=health include_details=true` answers), stored as the latest
     report at `requested_by`'s request."""
     async with db.unit_of_work() as session:
+        if await _partial_view(session):
+            return await _live(session, requested_by)
         return await _check_and_store(session, requested_by)
 
 

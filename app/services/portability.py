@@ -19,15 +19,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Edge, Primer, Project, Slot, Thought, ThoughtUrlLink
 
+# Each kind with its model: exports select the ORM entities' columns, so an export `--user` sees only what that
+# user may read (app.db.visibility).
 KINDS: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     (
         "project",
-        Project.__table__,
+        Project,
         ("id", "name", "local_path", "description", "is_default", "created_at", "updated_at"),
     ),
     (
         "thought",
-        Thought.__table__,
+        Thought,
         (
             "id",
             "project_id",
@@ -46,12 +48,12 @@ KINDS: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     ),
     (
         "url_link",
-        ThoughtUrlLink.__table__,
+        ThoughtUrlLink,
         ("id", "thought_id", "project_id", "text", "url", "label", "sort_order", "created_at"),
     ),
-    ("edge", Edge.__table__, ("id", "project_id", "source_id", "target_id", "type", "created_at")),
-    ("slot", Slot.__table__, ("id", "project_id", "name", "content", "updated_at")),
-    ("primer", Primer.__table__, ("id", "thought_id", "project_id", "promoted_at", "created_at")),
+    ("edge", Edge, ("id", "project_id", "source_id", "target_id", "type", "created_at")),
+    ("slot", Slot, ("id", "project_id", "name", "content", "updated_at")),
+    ("primer", Primer, ("id", "thought_id", "project_id", "promoted_at", "created_at")),
 )
 _TIMESTAMPS = {"created_at", "updated_at", "archived_at", "surface_after", "promoted_at"}
 _UUIDS = {"id", "project_id", "thought_id", "source_id", "target_id"}
@@ -92,31 +94,31 @@ class Portability:
 
     async def count(self, project_id: uuid.UUID | None) -> int:
         total = 0
-        for kind, table, columns in KINDS:
-            subquery = self._select(kind, table, columns, project_id).subquery()
+        for kind, model, columns in KINDS:
+            subquery = self._select(kind, model, columns, project_id).subquery()
             total += int((await self.session.execute(select(func.count()).select_from(subquery))).scalar_one())
         return total
 
-    def _select(self, kind: str, table: Any, columns: tuple[str, ...], project_id: uuid.UUID | None) -> Any:
-        statement = select(*(table.c[name] for name in columns)).order_by(table.c.id)
+    def _select(self, kind: str, model: Any, columns: tuple[str, ...], project_id: uuid.UUID | None) -> Any:
+        statement = select(*(getattr(model, name) for name in columns)).order_by(model.id)
         if project_id is None:
             return statement
         if kind == "project":
-            return statement.where(table.c.id == project_id)
+            return statement.where(model.id == project_id)
         if kind == "edge":  # only edges whose two ends are inside the project
             inside = select(Thought.id).where(Thought.project_id == project_id)
-            return statement.where(table.c.source_id.in_(inside), table.c.target_id.in_(inside))
-        return statement.where(table.c.project_id == project_id)
+            return statement.where(model.source_id.in_(inside), model.target_id.in_(inside))
+        return statement.where(model.project_id == project_id)
 
     async def export(self, project_id: uuid.UUID | None) -> AsyncIterator[str]:
-        for kind, table, columns in KINDS:
-            result = await self.session.stream(self._select(kind, table, columns, project_id))
+        for kind, model, columns in KINDS:
+            result = await self.session.stream(self._select(kind, model, columns, project_id))
             async for row in result:
                 yield encode_row(kind, dict(row._mapping))
 
     async def import_lines(self, lines: Iterable[str]) -> dict[str, int]:
         """Insert every row whose id is new; returns how many rows of each kind were inserted."""
-        tables = {kind: (table, columns) for kind, table, columns in KINDS}
+        tables = {kind: (model.__table__, columns) for kind, model, columns in KINDS}
         inserted = {kind: 0 for kind in tables}
         project_map: dict[uuid.UUID, uuid.UUID] = {}  # an imported project that matched an existing one
         for number, line in enumerate(lines, start=1):

@@ -8,11 +8,12 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Primer, ThoughtHit
+from app.db.models import Primer, Thought, ThoughtHit
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
 from app.formats import iso
 from app.services.context import AppContext
+from app.services.membership import require_role
 
 
 class PrimerService:
@@ -35,6 +36,21 @@ class PrimerService:
     async def get(self, primer_id: uuid.UUID) -> dict[str, Any] | None:
         row = (await self.session.execute(self._select().where(Primer.id == primer_id))).first()
         return _shape(row) if row else None
+
+    async def project_of(self, primer_id: uuid.UUID) -> uuid.UUID | None:
+        """The project of the primer's thought (None: no such primer the caller can see)."""
+        statement = (
+            select(Thought.project_id).join(Primer, Primer.thought_id == Thought.id).where(Primer.id == primer_id)
+        )
+        return (await self.session.execute(statement)).scalar_one_or_none()
+
+    async def get_to_delete(self, primer_id: uuid.UUID) -> dict[str, Any] | None:
+        """The primer a delete would remove (None: no such primer the caller can see), once the caller's role in
+        its thought's project allows the delete: previews included."""
+        project_id = await self.project_of(primer_id)
+        if project_id is not None:
+            await require_role(self.session, [project_id])
+        return await self.get(primer_id)
 
     async def delete(self, primer_id: uuid.UUID, principal: Principal, primer: dict[str, Any]) -> bool:
         """Deletes the primer previewed as `primer` and records it in the audit; False when it is gone already."""

@@ -10,12 +10,15 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Edge, PlacementProposal, Primer, Thought, ThoughtHit, ThoughtUrlLink
+from app.db.models import Edge, PlacementProposal, Primer, Role, Thought, ThoughtHit, ThoughtUrlLink
 from app.db.records import Principal, ProjectRecord
 from app.db.repositories.audit import AuditRepository
+from app.db.repositories.members import MemberRepository
 from app.db.repositories.projects import ProjectRepository
+from app.db.visibility import UNSCOPED
 from app.errors import bad_request, conflict, not_found
 from app.services.context import AppContext
+from app.services.membership import require_role
 from app.services.scope import normalize_path
 
 # Tables whose rows follow their thought's project when a project is deleted.
@@ -44,7 +47,10 @@ class ProjectService:
             raise not_found(f"Project {project_id} not found (list them with memory_manage action=list)")
         return project
 
-    async def create(self, name: str, local_path: str | None, description: str | None) -> ProjectRecord:
+    async def create(
+        self, name: str, local_path: str | None, description: str | None, creator: uuid.UUID | None = None
+    ) -> ProjectRecord:
+        """A new project, open to everyone (the trigger of migration 0017), its creator (if a user) its admin."""
         path = (normalize_path(local_path) if local_path else None) or None  # blank = no path
         await self._refuse_duplicates(name, path, None)
         try:
@@ -52,10 +58,13 @@ class ProjectService:
                 project_id = await self.projects.insert(name.strip(), path, description)
         except IntegrityError:
             raise conflict(f"A project named '{name}' or at '{path}' already exists") from None
+        if creator is not None:
+            await MemberRepository(self.session).upsert(project_id, creator, Role.admin)
         return await self.get(project_id)
 
     async def update(self, project_id: uuid.UUID, values: dict[str, Any]) -> ProjectRecord:
         project = await self.get(project_id)
+        await require_role(self.session, [project.id])  # an admin of the project
         if "local_path" in values and values["local_path"] is not None:
             values["local_path"] = normalize_path(values["local_path"]) or None
         if "name" in values:
@@ -74,16 +83,24 @@ class ProjectService:
         """What a delete would do; with `lock` (to execute it) the project row is locked first: writes into the
         project that are under way finish before (their thoughts move too), later ones wait and then fail."""
         project = await self.get(project_id, for_update=lock)
+        await require_role(self.session, [project.id])  # an admin of the project
         if project.is_default:
             raise bad_request("The default project cannot be deleted (it receives the thoughts of deleted projects)")
         default = await self.projects.ensure_default()
         return DeletePlan(project, await self.projects.thought_count(project.id), default)
 
     async def delete(self, plan: DeletePlan, principal: Principal) -> int:
-        """Move every thought (with its edges, links, hits, primers, proposals) to the default project."""
+        """Move every thought (with its edges, links, hits, primers, proposals) to the default project.
+
+        Every row of the project moves, also those the caller cannot read (an edge to a thought of a project they
+        are not a member of): the project itself was read through the visibility rule and its admin checked, and
+        a row left behind would go with the project (the foreign keys cascade)."""
         for table in _PROJECT_SCOPED:
             await self.session.execute(
-                update(table).where(table.project_id == plan.project.id).values(project_id=plan.default_project.id)
+                update(table)
+                .where(table.project_id == plan.project.id)
+                .values(project_id=plan.default_project.id)
+                .execution_options(**UNSCOPED)
             )
         await self.projects.delete(plan.project.id)
         await AuditRepository(self.session).record(
@@ -119,9 +136,11 @@ async def list_projects(app: AppContext) -> list[ProjectRecord]:
         return await ProjectService(session).list()
 
 
-async def create_project(app: AppContext, name: str, local_path: str | None, description: str | None) -> ProjectRecord:
+async def create_project(
+    app: AppContext, principal: Principal, name: str, local_path: str | None, description: str | None
+) -> ProjectRecord:
     async with app.db.unit_of_work() as session:
-        return await ProjectService(session).create(name, local_path, description)
+        return await ProjectService(session).create(name, local_path, description, principal.user_id)
 
 
 async def update_project(app: AppContext, project_id: uuid.UUID, values: dict[str, Any]) -> ProjectRecord:

@@ -20,6 +20,7 @@ from app.db.repositories.thoughts import ThoughtRepository
 from app.errors import AppError, bad_request, not_found
 from app.ids import new_id
 from app.services.edges import EdgeService
+from app.services.membership import require_role
 from app.services.placement import Plan
 from app.services.supersede import SupersedeService
 
@@ -95,6 +96,7 @@ class ProposalService:
     # ------------------------------------------------------------ enqueue
 
     async def enqueue(self, subject: ThoughtRecord, plan: Plan, max_proposals: int) -> tuple[list[uuid.UUID], int]:
+        await require_role(self.session, [subject.project_id, plan.project_id])
         # Enqueues into one project take turns: each counts the pending rows and then fills the room left, so
         # two that counted before either committed would both fill it.
         await hold_text_until_commit(self.session, str(plan.project_id), PROPOSAL_QUEUE_SEED)
@@ -226,7 +228,9 @@ class ProposalService:
         row = (await self.session.execute(statement)).first()
         if row is None:
             raise not_found(f"Proposal {proposal_id} not found (list them with edge_review action=list)")
-        return _proposal(row)
+        proposal = _proposal(row)
+        await require_role(self.session, [proposal.project_id])  # every caller of get applies, rejects or previews them
+        return proposal
 
     def describe(self, proposal: Proposal) -> str:
         if proposal.kind == "lifecycle":
@@ -336,7 +340,9 @@ class ProposalService:
             .order_by(PlacementProposal.applied_at.desc(), PlacementProposal.id.desc())
             .with_for_update()
         )
-        return [_proposal(row) for row in await self.session.execute(statement)]
+        proposals = [_proposal(row) for row in await self.session.execute(statement)]
+        await require_role(self.session, [proposal.project_id for proposal in proposals])
+        return proposals
 
     async def rollback(self, proposal: Proposal, execute: bool) -> dict[str, Any]:
         """Revert one accepted row (newest first); never deletes a thought, skips rows changed since."""

@@ -13,6 +13,7 @@ from app.db.models import Thought, ThoughtStatus
 from app.db.records import Principal, ProjectRecord
 from app.db.repositories.projects import ProjectRepository
 from app.services.context import AppContext
+from app.services.membership import require_role
 from app.services.scope import normalize_path
 from app.services.slots import SlotService, cut
 from app.services.store import NewThought, StoreService
@@ -55,6 +56,8 @@ class ReflectionService:
         vectors: dict[str, list[float]],
         model_id: str | None,
     ) -> ReflectCounts:
+        if slot_owner is not None and (data.summary or data.goals_add or data.goals_remove):
+            await require_role(self.session, [slot_owner])  # the project's slots (the global ones need no project)
         appended = await self._append_summary(data.summary, slot_owner)
         added, removed = await self._edit_goals(data.goals_add, data.goals_remove, slot_owner)
         decisions = await self._new_decisions(data.decisions, project.id)

@@ -18,6 +18,7 @@ from app.db.repositories.thoughts import ThoughtRepository, thought_select, to_r
 from app.errors import conflict, not_found
 from app.ids import new_id
 from app.services.context import AppContext
+from app.services.membership import require_role
 from app.services.supersede import SupersedeService
 
 
@@ -98,6 +99,7 @@ class RetentionService:
         thought = await self.thoughts.get(thought_id, for_update=True)
         if thought is None:
             raise not_found(f"Thought {thought_id} not found")
+        await require_role(self.session, [thought.project_id])
         if thought.is_protected != protected:
             await self.thoughts.update_fields(thought_id, {"is_protected": protected})
             thought = await self.thoughts.get(thought_id)
@@ -121,9 +123,12 @@ class RetentionService:
         ]
 
     async def delete_preview(self, thought_id: uuid.UUID) -> list[Dependent] | None:
-        """The edges a hard delete would remove with the thought; None when there is no such thought."""
-        if await self.thoughts.get(thought_id) is None:
+        """The edges a hard delete would remove with the thought; None when there is no such thought (the caller
+        can see). The caller's role in its project must allow the delete: previews included."""
+        thought = await self.thoughts.get(thought_id)
+        if thought is None:
             return None
+        await require_role(self.session, [thought.project_id])
         return await self.dependents(thought_id)
 
     async def hard_delete(self, thought_id: uuid.UUID) -> int:
@@ -131,6 +136,7 @@ class RetentionService:
         thought = await self.thoughts.get(thought_id, for_update=True)
         if thought is None:
             raise not_found(f"Thought {thought_id} not found")
+        await require_role(self.session, [thought.project_id])
         if thought.is_protected:
             raise conflict(
                 f"Thought {thought_id} is protected; unprotect it with retention_review action=protect, protected=false"
@@ -160,6 +166,8 @@ class RetentionService:
         if missing:
             raise not_found(f"Thought {', '.join(missing)} not found (source_ids)")
         project_id = project.id if project else sources[source_ids[0]].project_id
+        # The summary's project, and every source's (each is merged into the summary and archived).
+        await require_role(self.session, [project_id, *(source.project_id for source in sources.values())])
         summary_id = new_id()
         await self.thoughts.insert_many(
             [

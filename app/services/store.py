@@ -21,6 +21,7 @@ from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError, bad_request, not_found
 from app.ids import new_id, parse_uuid
+from app.services.membership import require_role
 from app.services.scope import normalize_path
 
 logger = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ class StoreService:
         thought, with the tags merged, instead of creating a duplicate. Without `vectors`, `embedding`
         embeds the rows to insert chunk by chunk while the previous chunk is written.
         """
+        await require_role(self.session, [project.id])
         valid = [row for row in rows if isinstance(row, NewThought)]
         # Parents are locked against deletion as they are checked; live duplicates also against updates, since
         # their tags are merged read-modify-write (a concurrent merge waits, then reads ours).
@@ -220,6 +222,7 @@ class StoreService:
         current = await self.thoughts.get(thought_id, for_update=True)
         if current is None:
             raise not_found(f"Thought {thought_id} not found")
+        await require_role(self.session, [current.project_id])
         values: dict[str, Any] = {}
         if "content" in changes:
             values["content"] = changes["content"]
@@ -236,6 +239,7 @@ class StoreService:
                 values[name] = changes[name]
         if "cwd" in changes:
             values["project_id"] = await self._project_for(changes["cwd"], current.project_id)
+            await require_role(self.session, [values["project_id"]])  # moving it writes into that project too
         if values:
             await self.thoughts.update_fields(thought_id, values)
         updated = await self.thoughts.get(thought_id)

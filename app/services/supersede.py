@@ -19,6 +19,7 @@ from app.errors import conflict, not_found
 from app.ids import new_id
 from app.services.context import AppContext
 from app.services.edges import EdgeService, edge_record
+from app.services.membership import require_role
 from app.services.scope import normalize_path
 from app.services.store import check_content, normalize_tags
 
@@ -71,6 +72,7 @@ class SupersedeService:
         thought = await self.thoughts.get(thought_id, for_update=True)
         if thought is None:
             raise not_found(f"Thought {thought_id} not found")
+        await require_role(self.session, [thought.project_id])
         if thought.status != ThoughtStatus.archived:  # idempotent: never re-stamped
             await self._archive_rows([thought_id])
             await self.audit.record(
@@ -81,13 +83,17 @@ class SupersedeService:
         return thought
 
     async def archive_preview(self, thought_id: uuid.UUID) -> tuple[ThoughtStatus | None, str]:
-        """The thought's status now (None: not found) and what archiving it would do."""
+        """The thought's status now (None: not found) and what archiving it would do, once the caller's role in its
+        project allows the archive."""
         thought = await self.thoughts.get(thought_id)
+        if thought is not None:
+            await require_role(self.session, [thought.project_id])  # previews included
         return (thought.status if thought else None), archive_outcome(thought)
 
     async def archive_batch_preview(self, thought_ids: Sequence[uuid.UUID]) -> list[str]:
         """What archiving each id would do, in the caller's order."""
         found = await self.thoughts.get_many(thought_ids)
+        await require_role(self.session, [thought.project_id for thought in found.values()])  # previews included
         seen: set[uuid.UUID] = set()
         outcomes = []
         for thought_id in thought_ids:
@@ -100,6 +106,7 @@ class SupersedeService:
     async def archive_batch(self, thought_ids: Sequence[uuid.UUID]) -> list[dict[str, Any]]:
         unique = sorted(set(thought_ids))  # lock in a stable order
         found = {thought_id: await self.thoughts.get(thought_id, for_update=True) for thought_id in unique}
+        await require_role(self.session, [thought.project_id for thought in found.values() if thought is not None])
         to_archive = [tid for tid, t in found.items() if t is not None and t.status != ThoughtStatus.archived]
         await self._archive_rows(to_archive)
         if to_archive:
@@ -130,6 +137,7 @@ class SupersedeService:
             await self._lock_for_merge(source_id, target_id)
         source = await self.thoughts.get(source_id)
         target = await self.thoughts.get(target_id)
+        await require_role(self.session, [thought.project_id for thought in (source, target) if thought is not None])
         plan = MergePlan(source_id, target_id, source, target, allow_archived_source=allow_archived_source)
         if source is not None:
             statement = (
@@ -160,6 +168,8 @@ class SupersedeService:
         if plan.reason:
             raise conflict(f"Merge refused: {plan.reason}")
         source, target = plan.source, plan.target
+        if "project_id" in values:
+            await require_role(self.session, [values["project_id"]])  # the target moves into that project
         if values:  # first, so every moved edge takes the project of its (possibly moved) source thought
             await self.thoughts.update_fields(target.id, values)
         project_id = values.get("project_id", target.project_id)

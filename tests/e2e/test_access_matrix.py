@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -36,6 +37,7 @@ from app.mcp.tools.catalog import ALL_SPECS
 from app.observability import REGISTRY
 from app.services.auth import AuthService
 from app.services.context import AppContext
+from app.services.membership import MemberService
 from tests.conftest import make_user
 from tests.e2e.serving import mcp_session, serving
 from tests.helpers import ToolCaller
@@ -438,6 +440,277 @@ async def test_every_action_for_every_caller(served: Served) -> None:
     actions = len(CATALOG)
     assert len(cells) == actions * 5 + len(TOKEN_GATED), len(cells)
     assert actions == len(EXPECTED_ROLE) == 45
+
+
+# ---------------------------------------------------------------- the membership dimension
+
+VAULT_WORD = "zanzibar"  # in the content of every thought of a closed project
+# Actions that take a cwd and only read or add under it: called with the closed project's path.
+WITH_CWD = {
+    ("memory_recall", "search"),
+    ("memory_recall", "context"),
+    ("memory_recall", "clusters"),
+    ("memory_recall", "list"),
+    ("memory_store", "create"),
+    ("memory_store", "bulk_create"),
+    ("memory_status", "slots"),
+    ("memory_status", "frontier"),
+    ("memory_status", "propose"),
+    ("edge_review", "enqueue"),
+    ("edge_review", "list"),
+    ("memory_crystallize", "graph"),
+    ("memory_crystallize", "cluster"),
+    ("memory_reflect", "reflect"),
+    ("memory_reflect", "timeline"),
+}
+# Writer/admin actions that touch nothing of a closed project for a caller who is only a reader there: creating
+# a project (global), auto_cluster (it clusters only what the caller may write).
+UNSCOPED_WRITES = {("memory_manage", "create"), ("memory_crystallize", "auto_cluster")}
+UUID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class VaultFixtures(Fixtures):
+    """Fresh targets inside closed projects: open to no one but their members — `mia` (admin there), `rex`
+    (reader there) and the setup admin who creates them. Every id they hand out is remembered: none may
+    reach a non-member."""
+
+    def __init__(self, admin: ToolCaller, members: dict[str, Role]) -> None:
+        super().__init__(admin)
+        self.members = members
+        self.path = ""
+        self.secrets: set[str] = set()  # ids and names of everything in the closed projects
+        self.projects: list[uuid.UUID] = []
+
+    def unique(self, stem: str) -> str:
+        return super().unique(f"{VAULT_WORD} {stem}")
+
+    async def open_vault(self) -> None:
+        _, self.path = await self.project()
+
+    async def project(self) -> tuple[str, str]:
+        name = self.unique("Vault").replace(" ", "-")
+        path = f"/srv/{name.lower()}"
+        created = await self.admin.ok("memory_manage", {"action": "create", "name": name, "local_path": path})
+        project_id = str(created.item["id"])
+        async with self.admin.context.db.unit_of_work() as session:
+            members = MemberService(session)
+            await members.remove(project_id, None)  # closed: only its members see it
+            for user, role in self.members.items():
+                await members.add(project_id, user, role)
+        self.projects.append(uuid.UUID(project_id))
+        self.secrets |= {project_id, name}
+        return project_id, path
+
+    async def thought(self, content: str | None = None, cwd: str | None = None, status: str | None = None) -> str:
+        thought_id = await super().thought(content or self.unique("thought"), cwd or self.path, status)
+        self.secrets.add(thought_id)
+        return thought_id
+
+    async def edge(self) -> str:
+        edge_id = await super().edge()
+        self.secrets.add(edge_id)
+        return edge_id
+
+    async def proposals(self) -> list[str]:
+        ids = await super().proposals()
+        self.secrets |= set(ids)
+        return ids
+
+    async def run_id(self) -> str:
+        run = await super().run_id()
+        self.secrets.add(run)
+        return run
+
+    async def primer(self) -> str:
+        primer_id = await super().primer()
+        self.secrets.add(primer_id)
+        return primer_id
+
+    async def arguments(self, tool: str, action: str) -> dict[str, Any]:
+        call = await super().arguments(tool, action)
+        if (tool, action) in WITH_CWD:
+            call["cwd"] = self.path
+        if (tool, action) == ("retention_review", "compact"):
+            call["confirm"] = True  # compact's preview reads nothing: its confirm is what meets the project
+        return call
+
+
+VAULT_STATE_SQL = text(
+    "SELECT "
+    + ", ".join(
+        f"(SELECT count(*) || '/' || coalesce(max(xmin::text::bigint), 0) FROM {table} "
+        f"WHERE {column} = ANY(CAST(:projects AS uuid[]))) AS {table}"
+        for table, column in (
+            ("project", "id"),
+            ("project_member", "project_id"),
+            ("thought", "project_id"),
+            ("edge", "project_id"),
+            ("thought_url_link", "project_id"),
+            ("thought_hit", "project_id"),
+            ("primer", "project_id"),
+            ("slot", "project_id"),
+            ("placement_proposal", "project_id"),
+        )
+    )
+)
+
+
+async def vault_state(database: Database, projects: list[uuid.UUID]) -> dict[str, str]:
+    """Row count and newest row version of every closed project's rows."""
+    async with database.unit_of_work() as session:
+        return dict((await session.execute(VAULT_STATE_SQL, {"projects": projects})).mappings().one())
+
+
+def _strings(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return {text for item in value.values() for text in _strings(item)}
+    if isinstance(value, list):
+        return {text for item in value for text in _strings(item)}
+    return {str(value)} if isinstance(value, str) else set()
+
+
+def _leaks(body: str, secrets: set[str], arguments: dict[str, Any]) -> list[str]:
+    """The secrets in an answer that the call did not send itself (an id it asked for may be echoed)."""
+    sent = " ".join(_strings(arguments))
+    found = [secret for secret in secrets if secret in body and secret not in sent]
+    if VAULT_WORD in body and VAULT_WORD not in sent:
+        found.append(VAULT_WORD)
+    return found
+
+
+def _twin(arguments: dict[str, Any], secrets: set[str], path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The same call naming things that do not exist: every secret id and the closed path replaced by new ones."""
+    spelled = json.dumps(arguments)
+    mapping = {secret: str(uuid.uuid4()) for secret in secrets if UUID_PATTERN.fullmatch(secret) and secret in spelled}
+    mapping[path] = f"/srv/nowhere-{uuid.uuid4().hex[:8]}"
+    for old, new in mapping.items():
+        spelled = spelled.replace(old, new)
+    return json.loads(spelled), mapping
+
+
+def _masked(body: str, keep: set[str]) -> str:
+    """Every id but those in `keep` masked (a fresh preview token, a request's own ids)."""
+    return UUID_PATTERN.sub(lambda match: match[0] if match[0] in keep else "<id>", body)
+
+
+def _unmapped(body: str, mapping: dict[str, str], keep: set[str]) -> str:
+    """The twin's answer spelled with the original names, every other id masked."""
+    for old, new in mapping.items():
+        body = body.replace(new, old)
+    return _masked(body, keep)
+
+
+async def test_every_action_as_a_member_a_reader_member_and_a_non_member(served: Served) -> None:
+    """Closed projects (their everyone row removed): for every action of the catalog, over HTTP,
+    - `mia`, an admin there, is served as before;
+    - `rex`, only a reader there, gets the contract's role refusal from every write into them, and nothing is
+      written; his reads see them;
+    - `nora`, not a member (a global admin, so only membership can refuse her), never sees a byte of them: no id
+      she did not send, no name, no content, in any answer; an error she gets is exactly the answer for ids
+      that do not exist; nothing of theirs changes, and a refused call writes nothing at all.
+    """
+    tokens = {name: await served.token_for(name, Role.admin) for name in ("mia", "rex", "nora")}
+    admin = ToolCaller(served.context, await make_user(served.context, "setup-admin", Role.admin))
+    fixtures = VaultFixtures(admin, {"mia": Role.admin, "rex": Role.reader})
+    await fixtures.open_vault()
+    # The closed project holds what every read could find: thoughts a search matches, an edge, a cluster.
+    seeded = [await fixtures.thought(fixtures.unique("matrix thought seed")) for _ in range(3)]
+    linked = await admin.ok("memory_store", {"action": "link", "source_id": seeded[0], "target_id": seeded[1]})
+    fixtures.secrets.add(str(linked.item["id"]))
+    # Titled: embedded in the call (an untitled cluster would be embedded later by the backfill, a write of its own).
+    cluster = {"action": "cluster", "thought_ids": seeded[1:], "cwd": fixtures.path, "title": fixtures.unique("C")}
+    fixtures.secrets.add(str((await admin.ok("memory_crystallize", cluster)).item["cluster"]["id"]))
+    # Something every caller sees, so that non-members' answers are not empty.
+    for content in ("the commons hold the shared build notes", "the commons run the release train"):
+        await admin.ok("memory_store", {"action": "create", "content": content})
+    cells: list[Cell] = []
+    async with AsyncExitStack() as stack:
+        sessions = {
+            name: await stack.enter_async_context(mcp_session(served.mcp_url, token)) for name, token in tokens.items()
+        }
+        for tool, action, needed in CATALOG:
+            call = f"{tool} action={action}" if action else tool
+            for caller in ("mia", "rex", "nora"):
+                arguments = await fixtures.arguments(tool, action)
+                before, vault_before = (
+                    await state(served.database),
+                    await vault_state(served.database, fixtures.projects),
+                )
+                result = await sessions[caller].call_tool(tool, arguments)
+                body = text_of(result)
+                cell = (tool, action, caller, body[:400])
+                if caller == "mia" or (
+                    caller == "rex" and (needed is Role.reader or (tool, action) in UNSCOPED_WRITES)
+                ):
+                    assert not result.is_error, cell
+                    cells.append(Cell(tool, action, caller, "ok"))
+                elif caller == "rex":
+                    message = f"Forbidden: {call} needs the {needed.value} role; user 'rex' is a reader"
+                    assert result.is_error and body == message, cell
+                    assert await state(served.database) == before, f"refused {call} for rex wrote"
+                    cells.append(Cell(tool, action, caller, "403"))
+                else:
+                    assert not _leaks(body, fixtures.secrets, arguments), (
+                        _leaks(body, fixtures.secrets, arguments),
+                        cell,
+                    )
+                    assert await vault_state(served.database, fixtures.projects) == vault_before, (
+                        f"{call}: nora changed it"
+                    )
+                    if result.is_error:
+                        assert await state(served.database) == before, f"refused {call} for nora wrote"
+                        twin_arguments, mapping = _twin(arguments, fixtures.secrets, fixtures.path)
+                        twin = await sessions["nora"].call_tool(tool, twin_arguments)
+                        keep = set(UUID_PATTERN.findall(json.dumps(arguments)))
+                        assert twin.is_error and _unmapped(text_of(twin), mapping, keep) == _masked(body, keep), (
+                            cell,
+                            text_of(twin),
+                        )
+                    cells.append(Cell(tool, action, caller, "error as if absent" if result.is_error else "ok, blind"))
+    assert len(cells) == len(CATALOG) * 3
+    # Every write a reader member could aim at a closed project was refused, and every action ran for all three.
+    refused = {(cell.tool, cell.action) for cell in cells if cell.outcome == "403"}
+    assert refused == {
+        (tool, action)
+        for tool, action, role in CATALOG
+        if role is not Role.reader and (tool, action) not in UNSCOPED_WRITES
+    }
+
+
+async def test_the_health_check_routes_count_a_callers_projects_only(served: Served) -> None:
+    """/api/health-check counts what its caller may see; the fix, which judges every project's rows, is refused
+    to an admin who cannot see them all (nothing written) and runs for one who can."""
+    owner = await served.token_for("setup-admin", Role.admin)
+    nora = await served.token_for("nora", Role.admin)
+    admin = ToolCaller(served.context, await make_user(served.context, "setup-admin", Role.admin))
+    fixtures = VaultFixtures(admin, {})
+    await admin.ok("memory_store", {"action": "create", "content": "an open note"})
+    async with httpx2.AsyncClient(base_url=served.base_url, timeout=30) as http:
+
+        async def report(token: str) -> dict[str, Any]:
+            answer = await http.get(
+                "/api/health-check?include_details=true", headers={"Authorization": f"Bearer {token}"}
+            )
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json())
+
+        await fixtures.open_vault()
+        blind = await report(nora)
+        for _ in range(3):  # islands, untagged: findings the closed project adds for those who see it
+            await fixtures.thought()
+        assert await report(nora) == blind
+        assert VAULT_WORD not in json.dumps(blind)
+        assert blind["summary"]["thoughts"]["active"] == 1
+        assert (await report(owner))["summary"]["thoughts"]["active"] == 4
+        before = await state(served.database)
+        refused = await http.post("/api/health-check/fix", headers={"Authorization": f"Bearer {nora}"})
+        assert refused.status_code == 403
+        assert refused.json() == {
+            "error": "Forbidden: the safe autofixes change every project; user 'nora' is not a member of them all"
+        }
+        assert await state(served.database) == before
+        fixed = await http.post("/api/health-check/fix", headers={"Authorization": f"Bearer {owner}"})
+        assert fixed.status_code == 200, fixed.text
 
 
 # ---------------------------------------------------------------- DNS rebinding

@@ -13,7 +13,7 @@ from app.config import EmbeddingSettings
 from app.embedding.profiles import OFFLINE_MINILM, profile_for
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext
-from tests.helpers import Answer, ToolCaller
+from tests.helpers import Answer, ToolCaller, own_transaction
 
 NO_CWD = "no cwd — the answer spans every project"
 PROFILE = profile_for(OFFLINE_MINILM)
@@ -59,12 +59,12 @@ def calibrated(similarity: float, unrelated_floor: float, vector_floor: float) -
 
 
 async def rows(context: AppContext, query: str, **params: Any) -> Sequence[Any]:
-    async with context.db.unit_of_work() as session:
+    async with own_transaction(context) as session:
         return (await session.execute(text(query), params)).all()
 
 
 async def execute(context: AppContext, query: str, **params: Any) -> None:
-    async with context.db.unit_of_work() as session:
+    async with own_transaction(context) as session:
         await session.execute(text(query), params)
 
 

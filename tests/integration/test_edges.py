@@ -16,7 +16,7 @@ from app.db.models import Role
 from app.services.context import AppContext
 from app.services.edges import EdgeService
 from tests.conftest import make_user
-from tests.helpers import Answer, ToolCaller, blocked_by_a_lock, snapshot
+from tests.helpers import Answer, ToolCaller, blocked_by_a_lock, own_transaction, snapshot
 
 SELF_LOOP = "Edge cannot link a thought to itself (source_id and target_id are the same)"
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -847,7 +847,7 @@ async def test_an_upgrade_whose_related_edge_was_unlinked_meanwhile_creates_the_
 
     async def then_unlinked(self: EdgeService, *args: Any) -> Any:
         found = await pair_edge(self, *args)
-        async with writer.context.db.unit_of_work() as session:
+        async with own_transaction(writer.context) as session:
             await session.execute(text("DELETE FROM edge WHERE id = :id"), {"id": uuid.UUID(related["id"])})
         return found
 
@@ -868,7 +868,7 @@ async def test_unlink_batch_refuses_the_whole_batch_when_an_edge_went_meanwhile(
 
     async def raced(self: EdgeService, edge_id: uuid.UUID) -> bool:
         if str(edge_id) == second["id"]:
-            async with writer.context.db.unit_of_work() as session:
+            async with own_transaction(writer.context) as session:
                 await session.execute(text("DELETE FROM edge WHERE id = :id"), {"id": edge_id})
         return await delete(self, edge_id)
 

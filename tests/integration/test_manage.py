@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from app.services.projects import ProjectService
-from tests.helpers import ToolCaller, snapshot
+from tests.helpers import ToolCaller, own_transaction, snapshot
 
 
 async def test_list_starts_with_the_default_project(writer: ToolCaller) -> None:
@@ -506,7 +506,7 @@ async def test_an_update_racing_a_create_for_the_same_name_is_a_409(
 
     async def then_taken(self: ProjectService, *args: Any) -> None:
         await refuse(self, *args)
-        async with admin.context.db.unit_of_work() as session:  # the other call, committed meanwhile
+        async with own_transaction(admin.context) as session:  # the other call, committed meanwhile
             await session.execute(
                 text("INSERT INTO project (id, name, is_default) VALUES (:id, 'Wanted', false)"), {"id": uuid.uuid4()}
             )

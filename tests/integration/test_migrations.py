@@ -78,7 +78,8 @@ async def _schema_state(url: str) -> dict[str, Any]:
                 "functions": await names(
                     "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                     "WHERE n.nspname = 'public' "
-                    "AND (p.proname = 'edge_cluster_source_check' OR p.proname LIKE 'lexical%')"
+                    "AND (p.proname IN ('edge_cluster_source_check', 'project_open_to_everyone') "
+                    "OR p.proname LIKE 'lexical%')"
                 ),
                 "version": version,
                 "extensions": await names("SELECT extname FROM pg_extension WHERE extname <> 'plpgsql'"),
@@ -104,8 +105,8 @@ LEXICAL_FUNCTIONS = {
 def _assert_at_head(state: dict[str, Any]) -> None:
     assert state["tables"] == MODEL_TABLES | {"alembic_version"}
     assert state["enums"] == ENUM_TYPES
-    assert state["triggers"] == {"edge_cluster_source_check", *LEXICAL_TRIGGERS}
-    assert state["functions"] == {"edge_cluster_source_check", *LEXICAL_FUNCTIONS}
+    assert state["triggers"] == {"edge_cluster_source_check", "project_open_to_everyone", *LEXICAL_TRIGGERS}
+    assert state["functions"] == {"edge_cluster_source_check", "project_open_to_everyone", *LEXICAL_FUNCTIONS}
     assert state["version"] == {HEAD}
     assert state["extensions"] == {"vector", "btree_gin"}
     assert state["thought_options"] == {"fillfactor=70"}  # importance updates stay HOT
@@ -193,6 +194,35 @@ async def test_tokens_from_before_expiry_never_expire(scratch_url: str) -> None:
         await asyncio.to_thread(migrations.upgrade, scratch_url)
     assert expiries == [None]
     assert "expires_at" not in columns and tokens == 1  # the downgrade drops the column, not the tokens
+
+
+async def test_every_project_is_open_to_everyone_after_0017(scratch_url: str) -> None:
+    """0017: the projects that exist get an everyone row with role admin (nothing changes for anyone), and so does
+    every project inserted later, by whatever path (the trigger)."""
+    await asyncio.to_thread(migrations.downgrade, scratch_url, "base")
+    await asyncio.to_thread(migrations.upgrade, scratch_url, "9e2c7d41a5b3")
+    engine = await _engine(scratch_url)
+    before, after = uuid.uuid4(), uuid.uuid4()
+    members = "SELECT project_id, user_id, role::text FROM project_member ORDER BY created_at, project_id"
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("INSERT INTO project (id, name) VALUES (:id, 'old')"), {"id": before})
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+        async with engine.begin() as connection:
+            migrated = [tuple(row) for row in await connection.execute(text(members))]
+            await connection.execute(text("INSERT INTO project (id, name) VALUES (:id, 'new')"), {"id": after})
+            inserted = [tuple(row) for row in await connection.execute(text(members))]
+        await asyncio.to_thread(migrations.downgrade, scratch_url, "9e2c7d41a5b3")
+        async with engine.connect() as connection:
+            tables = await connection.execute(text("SELECT to_regclass('project_member') IS NULL"))
+            dropped = tables.scalar_one()
+            projects = (await connection.execute(text("SELECT count(*) FROM project"))).scalar_one()
+    finally:
+        await engine.dispose()
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+    assert migrated == [(before, None, "admin")]
+    assert sorted(inserted, key=str) == sorted([(before, None, "admin"), (after, None, "admin")], key=str)
+    assert dropped and projects == 2  # the downgrade drops the memberships, not the projects
 
 
 # ---------------------------------------------------------------- drift

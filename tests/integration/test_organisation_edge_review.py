@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from app.db.visibility import UNSCOPED
 from app.services import proposals
 from app.services.edges import EdgeService
 from app.services.proposals import ProposalService
@@ -671,7 +672,9 @@ async def test_a_database_error_fails_the_whole_apply_batch_instead_of_reporting
 
     async def broken_second(self: ProposalService, proposal_id: uuid.UUID, run_id: uuid.UUID) -> Any:
         if str(proposal_id) == second["id"]:
-            await self.session.execute(text("SELECT 1 / 0"))  # any database error aborts the transaction
+            await self.session.execute(
+                text("SELECT 1 / 0").execution_options(**UNSCOPED)
+            )  # any database error aborts the transaction
         return await apply_one(self, proposal_id, run_id)
 
     monkeypatch.setattr(ProposalService, "apply", broken_second)

@@ -17,7 +17,7 @@ from app.main import settings_view
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
 from tests.contract import COMPACT_THOUGHT_KEYS, FULL_THOUGHT_KEYS
-from tests.helpers import ToolCaller, execute, rows, snapshot
+from tests.helpers import ToolCaller, execute, own_transaction, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"
 NO_SLOT_SCOPE = "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
@@ -840,7 +840,7 @@ async def test_propose_for_a_thought_whose_project_was_deleted_meanwhile_plans_i
 
     async def then_deleted(self: ProjectRepository, *args: Any) -> Any:
         found = await find_for_path(self, *args)
-        async with writer.context.db.unit_of_work() as session:
+        async with own_transaction(writer.context) as session:
             default = (await ProjectRepository(session).ensure_default()).id
             await session.execute(
                 text("UPDATE thought SET project_id = :d WHERE project_id = :p"),

@@ -14,7 +14,7 @@ from app.db.repositories.edges import EdgeRepository
 from app.services.context import AppContext
 from tests.contract import COMPACT_THOUGHT_KEYS as COMPACT_KEYS
 from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS
-from tests.helpers import Answer, ToolCaller, count_rows, snapshot
+from tests.helpers import Answer, ToolCaller, count_rows, own_transaction, snapshot
 
 EDGE_KEYS = {"id", "source_id", "target_id", "type", "created_at"}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -32,7 +32,7 @@ async def rows(context: AppContext, query: str, **params: Any) -> Sequence[Any]:
 
 
 async def execute(context: AppContext, query: str, **params: Any) -> None:
-    async with context.db.unit_of_work() as session:
+    async with own_transaction(context) as session:  # also from inside a call (a monkeypatched step)
         await session.execute(text(query), params)
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from app.db.repositories.search import SearchRepository
 from tests.conftest import MODEL_CACHE
-from tests.helpers import ToolCaller
+from tests.helpers import ToolCaller, own_transaction
 from tests.integration.search_support import (
     CORPUS,
     LEXICAL_ONLY_DEPLOY,
@@ -412,7 +412,7 @@ async def test_a_row_deleted_while_its_hit_is_counted_is_skipped_and_the_read_an
         deleted = asyncio.Event()
 
         async def delete() -> None:
-            async with writer.context.db.unit_of_work() as session:
+            async with own_transaction(writer.context) as session:
                 await session.execute(text("DELETE FROM thought WHERE id = :id"), {"id": gone})
                 deleted.set()
                 await _until_a_call_waits_on_a_lock(writer)  # the hit INSERT, on the deleted row
@@ -432,7 +432,7 @@ async def test_a_row_deleted_while_its_hit_is_counted_is_skipped_and_the_read_an
 
 async def _until_a_call_waits_on_a_lock(caller: ToolCaller) -> None:
     for _ in range(100):
-        async with caller.context.db.unit_of_work() as session:
+        async with own_transaction(caller.context) as session:
             waiting = await session.execute(
                 text("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%thought_hit%'")
             )

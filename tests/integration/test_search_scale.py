@@ -13,6 +13,7 @@ from app.db.models import ThoughtStatus
 from app.db.repositories.projects import ESTIMATE_FRESH_FOR, EXACT_SCAN_MAX_ROWS, ProjectRepository
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, VectorScan
+from app.db.visibility import UNSCOPED
 from app.services.jobs import refresh_thought_estimates
 from tests.helpers import ToolCaller
 from tests.integration.search_support import PROFILE, archive, bulk, execute, ids_of, register, rows, search
@@ -43,7 +44,7 @@ async def test_a_filtered_search_returns_a_full_page(
     original = SearchRepository.vector_leg
 
     async def through_hnsw(self: SearchRepository, *args: Any, **kwargs: Any) -> list[Any]:
-        await self.session.execute(text("SET LOCAL enable_sort = off"))
+        await self.session.execute(text("SET LOCAL enable_sort = off").execution_options(**UNSCOPED))
         return await original(self, *args, **kwargs)
 
     monkeypatch.setattr(SearchRepository, "vector_leg", through_hnsw)

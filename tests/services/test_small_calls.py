@@ -17,8 +17,8 @@ from tests.helpers import ToolCaller
 from tests.integration.search_support import create
 
 
-async def test_projects_are_created_updated_listed_and_resolved(app_context: AppContext) -> None:
-    made = await projects.create_project(app_context, "search", "/work/search", None)
+async def test_projects_are_created_updated_listed_and_resolved(app_context: AppContext, writer: ToolCaller) -> None:
+    made = await projects.create_project(app_context, writer.principal, "search", "/work/search", None)
     await projects.update_project(app_context, made.id, {"description": "the search service"})
     listed = {project.name: project for project in await projects.list_projects(app_context)}
     assert listed["search"].description == "the search service"

@@ -15,6 +15,7 @@ from app.db.engine import execute_core
 from app.db.models import Project, Thought
 from app.db.project_indexes import has_project_index
 from app.db.records import ProjectRecord
+from app.db.visibility import UNSCOPED, forget_roles
 from app.ids import new_id
 
 DEFAULT_PROJECT_NAME = "default"
@@ -97,6 +98,7 @@ class ProjectRepository:
         await self.session.execute(
             insert(Project).values(id=project_id, name=name, local_path=local_path, description=description)
         )
+        forget_roles(self.session)  # open to everyone (migration 0017's trigger): the caller's roles change
         return project_id
 
     async def update_fields(self, project_id: uuid.UUID, values: dict[str, Any]) -> None:
@@ -124,13 +126,20 @@ class ProjectRepository:
 
     async def ensure_default(self) -> ProjectRecord:
         """The default project, created on first use (concurrent callers converge on one row)."""
-        row = (await self.session.execute(select(*_COLUMNS).where(Project.is_default))).first()
+        # Whoever asks: a caller who may not see it is refused by the write that needs it (require_role).
+        default = select(*_COLUMNS).where(Project.is_default).execution_options(**UNSCOPED)
+        row = (await self.session.execute(default)).first()
         if row:
             return _record(row)
-        await self.session.execute(
-            pg_insert(Project).values(id=new_id(), name=DEFAULT_PROJECT_NAME, is_default=True).on_conflict_do_nothing()
+        created = await self.session.execute(
+            pg_insert(Project)
+            .values(id=new_id(), name=DEFAULT_PROJECT_NAME, is_default=True)
+            .on_conflict_do_nothing()
+            .returning(Project.id)
         )
-        row = (await self.session.execute(select(*_COLUMNS).where(Project.is_default))).first()
+        if created.first() is not None:
+            forget_roles(self.session)  # open to everyone (migration 0017's trigger)
+        row = (await self.session.execute(default)).first()
         if row is None:  # the name 'default' is taken by an ordinary project
             raise RuntimeError("no default project and the name 'default' is taken")
         return _record(row)

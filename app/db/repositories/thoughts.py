@@ -17,10 +17,14 @@ from app.db.locks import RowLock, row_locked
 from app.db.models import Project, Thought, ThoughtStatus
 from app.db.records import ProjectRecord, ThoughtRecord
 
+# The project's name through its table, not its ORM entity: the visibility rule (app.db.visibility) leaves the
+# join alone, so a global thought of a project the caller cannot see still reads with its project's name.
+_PROJECT = Project.__table__
+
 THOUGHT_COLUMNS = (
     Thought.id,
     Thought.project_id,
-    Project.name.label("project_name"),
+    _PROJECT.c.name.label("project_name"),
     Thought.content,
     Thought.status,
     Thought.tags,
@@ -56,7 +60,7 @@ def id_in_param(column: Any, name: str = "ids") -> Any:
 
 
 def thought_select() -> Select[*tuple[Any, ...]]:
-    return select(*THOUGHT_COLUMNS).join(Project, Project.id == Thought.project_id)
+    return select(*THOUGHT_COLUMNS).join(_PROJECT, _PROJECT.c.id == Thought.project_id)
 
 
 def to_record(row: Any) -> ThoughtRecord:

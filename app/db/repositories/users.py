@@ -112,6 +112,12 @@ class UserRepository:
         ).first()
         return Principal(user_id=row.id, name=row.name, role=row.role) if row else None
 
+    async def get(self, user_id: uuid.UUID) -> Principal | None:
+        row = (
+            await self.session.execute(select(AppUser.id, AppUser.name, AppUser.role).where(AppUser.id == user_id))
+        ).first()
+        return Principal(user_id=row.id, name=row.name, role=row.role) if row else None
+
     async def insert(self, name: str, role: Role) -> Principal:
         user_id = new_id()
         await self.session.execute(insert(AppUser).values(id=user_id, name=name, role=role))

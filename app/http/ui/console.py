@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.db.engine import is_unavailable
 from app.db.records import Principal
 from app.db.repositories.users import UserRepository
+from app.db.visibility import Caller, acting_as
 from app.http.ui.graph import legend, neighbourhood
 from app.http.ui.session import COOKIE_PATH, SESSION_COOKIE, SIGN_IN_COOKIE, SessionCodec, SessionData, same_token
 from app.mcp.registry import ToolSpec, dispatch
@@ -269,7 +270,10 @@ class Console:
             if principal is None:
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                 return RedirectResponse(f"{COOKIE_PATH}/sign-in?{urlencode({'next': target})}", status_code=303)
-            response = await handler(request, principal, session)
+            # Every unit of work the page opens sees what the user may see over MCP (docs/SECURITY.md,
+            # "Per-project membership"): the services it calls directly as well as its tool calls.
+            with acting_as(Caller(principal, f"console {request.url.path}")):
+                response = await handler(request, principal, session)
             response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
             return response
 

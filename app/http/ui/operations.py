@@ -29,6 +29,7 @@ from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
 from app.db.repositories.health_reports import HealthReportRow
 from app.db.repositories.job_runs import JobRunRow
+from app.db.visibility import Caller, acting_as
 from app.errors import AppError
 from app.http.ui.session import SessionData
 from app.services.auth import AuthService, parse_expiry
@@ -172,9 +173,14 @@ def checked_ago(seconds: float) -> str:
 async def health_fix(
     console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
-    async with console.context.db.unit_of_work() as db:  # what POST /api/health-check/fix runs, audit included
-        fixed = await HealthService(db).autofix()
-        await AuditRepository(db).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
+    try:
+        with acting_as(Caller(principal, "POST /api/health-check/fix", Role.admin)):
+            async with console.context.db.unit_of_work() as db:  # what POST /api/health-check/fix runs, audit too
+                fixed = await HealthService(db).autofix()
+                await AuditRepository(db).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
+    except AppError as error:  # an admin who cannot see every project
+        page = console.base(principal, session, message=error.message)
+        return console.render(request, "error.html", page, error.status_code)
     logger.info("console: user %r ran the safe health fixes: %s", principal.name, fixed)
     stored = await check_now(console.context.db, principal.name)  # the stored report predates the fixes
     return _health_page(console, request, principal, session, stored, fixed)

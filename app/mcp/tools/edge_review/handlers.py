@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import AppError, not_found
+from app.errors import AppError, ErrorKind, not_found
 from app.formats import iso
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
@@ -114,6 +114,8 @@ async def _plan_apply_batch(
                 }
             )
         except AppError as error:
+            if error.kind is ErrorKind.forbidden:
+                raise
             rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": error.message})
     return Preview(Meta("apply_batch", counts=_status_counts(rows)), items=rows)
 
@@ -128,6 +130,8 @@ async def _apply_batch(
         try:
             rows.append(await service.apply(proposal_id, run_id))
         except AppError as error:  # a missing proposal fails its row, not the run
+            if error.kind is ErrorKind.forbidden:  # a role refusal refuses the call: nothing is written
+                raise
             rows.append({"proposal_id": str(proposal_id), "status": "failed", "reason": error.message})
         # Anything else (a deadlock, a lost connection) aborted the transaction: it fails the whole call,
         # since a caught database error would let the commit roll back rows reported as applied.

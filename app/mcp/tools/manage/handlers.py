@@ -26,7 +26,7 @@ async def list_projects(args: ListArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def create_project(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
-    project = await project_calls.create_project(ctx.app, args.name, args.local_path, args.description)
+    project = await project_calls.create_project(ctx.app, ctx.principal, args.name, args.local_path, args.description)
     return ToolAnswer(single(Meta("create"), shape_project(project)))
 
 

@@ -29,7 +29,7 @@ async def _primer_id(args: DeleteArgs, ctx: CallContext) -> uuid.UUID:
 
 
 async def _load_primer(args: DeleteArgs, ctx: CallContext, session: AsyncSession, primer_id: uuid.UUID) -> PrimerState:
-    return primer_id, await PrimerService(session).get(primer_id)
+    return primer_id, await PrimerService(session).get_to_delete(primer_id)
 
 
 def _missing(primer_id: uuid.UUID) -> ToolAnswer:

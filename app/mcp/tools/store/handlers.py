@@ -145,7 +145,10 @@ async def _edge_id(args: UnlinkArgs | RetypeArgs, ctx: CallContext) -> uuid.UUID
 
 
 async def _load_edge(args: UnlinkArgs, ctx: CallContext, session: AsyncSession, edge_id: uuid.UUID) -> EdgeState:
-    return edge_id, await EdgeService(session, ctx.principal).get(edge_id)
+    service = EdgeService(session, ctx.principal)
+    edge = await service.get(edge_id)
+    await service.require_writable([edge])  # preview and confirm alike
+    return edge_id, edge
 
 
 def _unlink_missing(edge_id: uuid.UUID) -> ToolAnswer:
@@ -186,7 +189,9 @@ async def _load_edges(
     args: UnlinkBatchArgs, ctx: CallContext, session: AsyncSession, edge_ids: list[uuid.UUID]
 ) -> EdgesState:
     service = EdgeService(session, ctx.principal)
-    return edge_ids, {edge_id: await service.get(edge_id) for edge_id in dict.fromkeys(edge_ids)}
+    edges = {edge_id: await service.get(edge_id) for edge_id in dict.fromkeys(edge_ids)}
+    await service.require_writable(edges.values())
+    return edge_ids, edges
 
 
 async def _plan_unlink_batch(
@@ -235,6 +240,7 @@ async def _load_retype(args: RetypeArgs, ctx: CallContext, session: AsyncSession
     edge = await service.get(edge_id)
     if edge is None:
         raise edge_not_found(edge_id)
+    await service.require_writable([edge])
     await service.validate_retype(edge, args.new_type)
     return edge
 
