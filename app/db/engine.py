@@ -111,10 +111,12 @@ class Database:
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[AsyncSession]:
-        """A session whose statements commit one by one: for a lone read, no BEGIN / COMMIT round trips."""
+        """A session whose statements commit one by one: for a lone read, no BEGIN / COMMIT round trips. Inside a
+        call of a token's user it sees what `unit_of_work` would (app.db.visibility)."""
         async with self.engine.connect() as connection:
             await connection.execution_options(isolation_level="AUTOCOMMIT")
             async with AsyncSession(bind=connection) as session:
+                await install_visibility(session)
                 yield session
 
     async def dispose(self) -> None:

@@ -8,8 +8,9 @@ and primers with their thought; proposals, statistics and claims with their proj
 project, or when global. Whatever is not readable does not exist for the caller: reads leave it out and
 lookups answer "not found", never "forbidden".
 
-The mechanism. `dispatch` runs every tool call `acting_as(Caller(...))`; `Database.unit_of_work()` marks its
-session with a restricted caller (a token's user). Every statement of that unit of work then goes through
+The mechanism. `dispatch` runs every tool call `acting_as(Caller(...))`, and the console every page;
+`Database.unit_of_work()` and `Database.autocommit()` mark their session with a restricted caller (a token's
+user). Every statement of that unit of work then goes through
 `scoped()` — the ORM session's `do_orm_execute` hook for `session.execute`, and `app.db.engine.execute_core`
 for Core execution — and reads the caller's memberships inside itself (a subquery on `project_member` keyed by
 `:visible_to`, the caller's user id; nothing is cached across statements or calls, and no round trip is added):

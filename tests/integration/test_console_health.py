@@ -17,6 +17,7 @@ from app.services.job_runs import replica_name
 from tests.conftest import settings_with
 from tests.helpers import ToolCaller, execute, rows
 from tests.integration.test_console_review import signed_in, ui  # noqa: F401 (fixture)
+from tests.integration.test_membership import close, vault
 
 
 def text_of(page: str) -> str:
@@ -117,3 +118,27 @@ async def test_the_operations_page_lists_the_health_job_and_its_setting(
     text = text_of((await ui.get("/ui/admin/operations")).text)
     assert re.search(r"health report \d{4}-\d\d-\d\d \d\d:\d\d:\d\d .* ok: health score 100\.0 \(0 critical", text)
     assert "health.report_interval_minutes 15 jobs.enabled True" in text
+
+
+async def test_an_admin_outside_a_closed_project_gets_a_live_report_of_their_projects_never_the_stored_one(
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
+    admin: ToolCaller,
+) -> None:
+    await vault(admin)  # three thoughts in Vault, its creator `admin` its admin
+    await admin.ok("memory_store", {"action": "create", "content": "A thought of the open default project"})
+    await jobs.run_jobs_tick(app_context.db, settings_with())  # stored: every project's four thoughts
+    await close(app_context, "Vault", {})
+    before = await stored(admin)
+    assert [row[2] for row in before] == [{"draft": 0, "active": 4, "archived": 0}]
+
+    csrf = await signed_in(ui, app_context, "ada", Role.admin)  # a global admin, not a member of Vault
+    text = text_of((await ui.get("/ui/admin/health")).text)
+    assert "draft thoughts 0 active thoughts 1 archived thoughts 0" in text and "at the request of ada" in text
+    checked = await ui.post("/ui/admin/health/check", data={"csrf": csrf})
+    assert checked.status_code == 200 and "active thoughts 1 " in text_of(checked.text)
+    assert await stored(admin) == before  # a report of some projects is not stored as everyone's
+
+    ui.cookies.clear()
+    await signed_in(ui, app_context, "admin", Role.admin)  # a member of every project: the stored report
+    assert "draft thoughts 0 active thoughts 4 archived thoughts 0" in text_of((await ui.get("/ui/admin/health")).text)
