@@ -3,19 +3,14 @@
 
 from __future__ import annotations
 
-import re
-
 import httpx2
 
 from app.db.models import Role
 from app.services.context import AppContext
 from tests.helpers import ToolCaller
+from tests.integration.test_console_health import text_of
 from tests.integration.test_console_review import signed_in, ui  # noqa: F401 (fixture)
 from tests.integration.test_membership import SECRET, close, vault
-
-
-def text_of(page: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
 
 
 async def test_the_operations_counts_leave_out_a_closed_project_of_which_the_admin_is_no_member(
