@@ -160,6 +160,7 @@ def pages(world: World) -> list[Page]:
         Page("health (the stored report)", lambda i: "/ui/admin/health"),
         Page("health, Check now (every check, stored)", lambda i: "/ui/admin/health/check", posted=True),
         Page("users", lambda i: "/ui/admin/users"),
+        Page("members (memberships)", lambda i: "/ui/admin/members"),
         Page("tokens", lambda i: "/ui/admin/tokens"),
     ]
 

@@ -34,6 +34,7 @@ USER_ADMIN_LOCK_KEY = 7_302_003  # role, password and token changes that could l
 EDGE_PAIR_SEED = 7301
 SLOT_SEED = 7303
 PROPOSAL_QUEUE_SEED = 7304  # one project's placement queue: enqueues count, then insert
+MEMBERSHIP_SEED = 7305  # one project's memberships: a console change, then the check that an admin remains
 
 
 def row_locked(statement: SelectT, lock: RowLock, of: Any) -> SelectT:

@@ -19,7 +19,7 @@ from app.db.repositories.members import MemberRepository, MemberRow
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.users import UserRepository
 from app.db.visibility import ROLE_RANK, refresh_visibility, resolved
-from app.errors import bad_request, forbidden, not_found
+from app.errors import bad_request, conflict, forbidden, not_found
 
 
 def role_refusal(call: str, needs: Role, user: str, role: Role) -> str:
@@ -69,7 +69,8 @@ class Membership:
 
 
 class MemberService:
-    """The CLI's member commands (an operator's, like `token`: they see every project)."""
+    """The CLI's member commands (an operator's, like `token`: they see every project) and the console's
+    memberships page (as its admin: their projects only, changes only where they are an admin)."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -101,17 +102,20 @@ class MemberService:
 
     async def add(self, project_ref: str, user_ref: str | None, role: Role) -> Membership:
         """Add a member (or, with `user_ref` None, open the project to everyone) or change their role there."""
-        project = await self.project(project_ref)
-        if user_ref is None:
-            await self.members.upsert(project.id, None, role)
-            return Membership(project, None, role)
-        user_id, name = await self._user(user_ref)
-        await self.members.upsert(project.id, user_id, role)
-        return Membership(project, name, role)
+        return (await self._set(await self.project(project_ref), user_ref, role))[0]
 
     async def remove(self, project_ref: str, user_ref: str | None) -> Membership:
         """Remove a member (or, with `user_ref` None, close the project: only its members see it then)."""
-        project = await self.project(project_ref)
+        return await self._remove(await self.project(project_ref), user_ref)
+
+    async def _set(self, project: ProjectRecord, user_ref: str | None, role: Role) -> tuple[Membership, Role | None]:
+        """The membership set, and the role it had before (None: no member)."""
+        user_id, name = (None, None) if user_ref is None else await self._user(user_ref)
+        before = await self.members.role_of(project.id, user_id)
+        await self.members.upsert(project.id, user_id, role)
+        return Membership(project, name, role), before
+
+    async def _remove(self, project: ProjectRecord, user_ref: str | None) -> Membership:
         if user_ref is None and project.is_default:
             raise bad_request(
                 "The default project stays open to everyone: it receives the writes without a cwd and the "
@@ -124,6 +128,92 @@ class MemberService:
             raise not_found(f"Project {project.name!r} has no membership for {who} (see `synaptomind member list`)")
         return Membership(project, name, removed)
 
+    # ------------------------------------------------------------ the console's memberships page
+
+    async def overview(self) -> list[ProjectMembers]:
+        """Every project the caller sees (all of them outside a restricted call) with its memberships."""
+        projects = await self.projects.list_all()
+        by_project: dict[uuid.UUID, list[MemberRow]] = {}
+        for row in await self.members.list(None):
+            by_project.setdefault(row.project_id, []).append(row)
+        found = []
+        for project in projects:
+            rows = by_project.get(project.id, [])
+            everyone = next((row.role for row in rows if row.user_id is None), None)
+            members = [row for row in rows if row.user_id is not None]
+            found.append(
+                ProjectMembers(project, everyone, members, await may_write(self.session, project.id, Role.admin))
+            )
+        return found
+
+    async def set_member(self, project_ref: str, user_ref: str | None, role: Role) -> MembershipChange:
+        """The console's add, role change and opening to everyone (`user_ref` None): by an admin in the project
+        only, and never leaving it without an admin."""
+        project = await self._administered(project_ref)
+        membership, before = await self._set(project, user_ref, role)
+        if user_ref is None:
+            change = f"opening project {project.name!r} to everyone as {role.value}"
+        else:
+            change = f"making {membership.user_name!r} a {role.value} of project {project.name!r}"
+        await self._refuse_orphaning(project, change)
+        return MembershipChange(project, membership.user_name, role, before, await self._visible(project))
+
+    async def drop_member(self, project_ref: str, user_ref: str | None) -> MembershipChange:
+        """The console's removal of a member, or closing of a project (`user_ref` None): by an admin in the
+        project only, and never leaving it without an admin."""
+        project = await self._administered(project_ref)
+        removed = await self._remove(project, user_ref)
+        if user_ref is None:
+            change = f"closing project {project.name!r}"
+        else:
+            change = f"removing {removed.user_name!r} from project {project.name!r}"
+        await self._refuse_orphaning(project, change)
+        return MembershipChange(project, removed.user_name, None, removed.role, await self._visible(project))
+
+    async def _administered(self, project_ref: str) -> ProjectRecord:
+        """The project (one the caller sees), once the caller is an admin there; its memberships locked until commit."""
+        project = await self.project(project_ref)
+        await self.members.lock(project.id)
+        await require_role(self.session, [project.id], Role.admin)
+        return project
+
+    async def _refuse_orphaning(self, project: ProjectRecord, change: str) -> None:
+        """Raise (so the caller's transaction rolls the change back) when nobody would be an admin in the project:
+        then no one could reach a closed project, or change the members of an open one, except on the server host.
+        The CLI is not held to it: it is that way back in."""
+        if not await self.members.has_admin(project.id):
+            raise conflict(
+                f"Refused: {change} would leave it with no admin who can reach it and change its members (a "
+                "member with the admin role whose global role is admin, or everyone as admin). Make such a user "
+                "an admin member first."
+            )
+
+    async def _visible(self, project: ProjectRecord) -> bool:
+        """Whether the caller still sees the project (closing it, or leaving it, may hide it from them)."""
+        visibility = await refresh_visibility(self.session)
+        return visibility is None or visibility.role_in(project.id) is not None
+
     async def list(self, project_ref: str | None) -> list[MemberRow]:
         project = await self.project(project_ref) if project_ref else None
         return await self.members.list(project.id if project else None)
+
+
+@dataclass(frozen=True)
+class ProjectMembers:
+    """A project as the memberships page shows it."""
+
+    project: ProjectRecord
+    everyone: Role | None  # the everyone row's role; None: closed (only its members see it)
+    members: list[MemberRow]  # the users' rows, by name
+    administered: bool  # the caller is an admin there: may change its members
+
+
+@dataclass(frozen=True)
+class MembershipChange:
+    """A membership changed on the console: as it is now (role None: removed) and as it was (before None: none)."""
+
+    project: ProjectRecord
+    user_name: str | None  # None: everyone
+    role: Role | None
+    before: Role | None
+    still_visible: bool  # the caller still sees the project

@@ -16,7 +16,9 @@ import pytest
 
 from app.db.engine import Database
 from app.db.models import Role
+from app.db.repositories.projects import ProjectRepository
 from app.services.auth import AuthService
+from app.services.membership import MemberService
 from app.services.users import UserService
 from tests.e2e.serving import serving
 from tests.helpers import ToolCaller
@@ -200,12 +202,13 @@ async def test_apply_an_edge_proposal_through_its_preview_and_create_and_revoke_
             await page.close()
 
 
-async def test_an_admin_changes_a_role_and_the_user_signs_in_with_a_password(
+async def test_an_admin_changes_a_role_and_memberships_and_the_user_signs_in_with_a_password(
     browser: Any, database_url: str, clean_database: Database, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     async with serving(database_url, tmp_path) as (port, _context):
         async with clean_database.unit_of_work() as session:
             token, _ = await AuthService(session).create_token("ada", Role.admin, "browser test")
+            await ProjectRepository(session).insert("Atlas", "/srv/atlas", None)  # open to everyone, no member
         page = await browser.new_page()
         errors: list[str] = []
         page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
@@ -235,6 +238,23 @@ async def test_an_admin_changes_a_role_and_the_user_signs_in_with_a_password(
             async with clean_database.unit_of_work() as session:
                 users = {user.name: user for user in await UserService(session).list_users()}
             assert users["pat"].role is Role.writer and users["pat"].has_password
+
+            # The memberships page: pat a reader of Atlas, ada its admin, then Atlas closed to all but them.
+            await page.get_by_role("link", name="Members").click()
+            await page.wait_for_url(f"{base}/ui/admin/members")
+            atlas = page.get_by_role("region", name="Atlas")
+            for user, role in (("pat", "reader"), ("ada", "admin")):
+                await atlas.get_by_label("User", exact=True).select_option(user)
+                await atlas.get_by_label("Role in Atlas").select_option(role)
+                await atlas.get_by_role("button", name="Add or change a member of Atlas").click()
+                added = f"'{user}' is now a {role} of project 'Atlas'."
+                await page.get_by_role("status").filter(has_text=added).wait_for()
+            await atlas.get_by_role("button", name="Close Atlas").click()
+            closed = "Project 'Atlas' is closed: only its members see it."
+            await page.get_by_role("status").filter(has_text=closed).wait_for()
+            async with clean_database.unit_of_work() as session:
+                rows = await MemberService(session).list("Atlas")
+            assert {(row.user_name, row.role) for row in rows} == {("ada", Role.admin), ("pat", Role.reader)}
 
             await page.get_by_role("button", name="Sign out").click()
             await page.wait_for_url(f"{base}/ui/sign-in")

@@ -6,10 +6,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import MEMBERSHIP_SEED, hold_text_until_commit
 from app.db.models import AppUser, Project, ProjectMember, Role
 from app.ids import new_id
 
@@ -22,6 +23,7 @@ class MemberRow:
     user_name: str | None
     role: Role
     created_at: datetime
+    user_role: Role | None  # the user's global role (the ceiling of their role here); None: everyone
 
 
 class MemberRepository:
@@ -36,6 +38,34 @@ class MemberRepository:
                 index_elements=[ProjectMember.project_id, ProjectMember.user_id], set_={"role": role}
             )
         )
+
+    async def lock(self, project_id: uuid.UUID) -> None:
+        """Serialise the guarded changes of one project's memberships until commit (two admins removing each
+        other must not both see the other still there)."""
+        await hold_text_until_commit(self.session, str(project_id), MEMBERSHIP_SEED)
+
+    async def role_of(self, project_id: uuid.UUID, user_id: uuid.UUID | None) -> Role | None:
+        """The member's role in the project (user None: everyone's); None when they are not a member."""
+        who = ProjectMember.user_id.is_(None) if user_id is None else ProjectMember.user_id == user_id
+        found = await self.session.execute(
+            select(ProjectMember.role).where(ProjectMember.project_id == project_id, who)
+        )
+        return found.scalar_one_or_none()
+
+    async def has_admin(self, project_id: uuid.UUID) -> bool:
+        """Whether someone is an admin in the project: everyone with the admin role (so every global admin), or a
+        member with the admin role whose global role is admin too (the global role is the ceiling)."""
+        global_admins = select(AppUser.id).where(AppUser.role == Role.admin)
+        statement = (
+            select(ProjectMember.id)
+            .where(
+                ProjectMember.project_id == project_id,
+                ProjectMember.role == Role.admin,
+                or_(ProjectMember.user_id.is_(None), ProjectMember.user_id.in_(global_admins)),
+            )
+            .limit(1)
+        )
+        return (await self.session.execute(statement)).first() is not None
 
     async def delete(self, project_id: uuid.UUID, user_id: uuid.UUID | None) -> Role | None:
         """Remove the membership; the role it had, None when there was none."""
@@ -55,6 +85,7 @@ class MemberRepository:
                 AppUser.name.label("user_name"),
                 ProjectMember.role,
                 ProjectMember.created_at,
+                AppUser.role.label("user_role"),
             )
             .join(Project, Project.id == ProjectMember.project_id)
             .outerjoin(AppUser, AppUser.id == ProjectMember.user_id)

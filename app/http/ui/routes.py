@@ -17,7 +17,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from app.db.records import Principal
-from app.http.ui import operations, review, users
+from app.http.ui import members, operations, review, users
 from app.http.ui.console import HERE, Console, ConsoleConfig, posting
 from app.http.ui.operations import admin_only
 from app.http.ui.session import COOKIE_PATH, SessionData
@@ -64,6 +64,11 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/admin/users/role", page(admin_only(posting(users.user_role))), methods=["POST"]),
         Route("/admin/users/password", page(admin_only(posting(users.user_password))), methods=["POST"]),
         Route("/admin/users/password/clear", page(admin_only(posting(users.user_password_clear))), methods=["POST"]),
+        Route("/admin/members", page(admin_only(members.members)), methods=["GET"]),
+        Route("/admin/members/add", page(admin_only(posting(members.member_add))), methods=["POST"]),
+        Route("/admin/members/remove", page(admin_only(posting(members.member_remove))), methods=["POST"]),
+        Route("/admin/members/open", page(admin_only(posting(members.project_open))), methods=["POST"]),
+        Route("/admin/members/close", page(admin_only(posting(members.project_close))), methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
     ]
     return Starlette(routes=[Mount(COOKIE_PATH, routes=routes)])

@@ -1,0 +1,167 @@
+"""The console's memberships page (admin only): every project the signed-in admin sees with its members and their
+roles, open to everyone (and as what) or closed; adding a member or changing their role, removing one, opening a
+project to everyone or closing it.
+
+Every change goes through app.services.membership.MemberService (the service `synaptomind member add|remove` uses),
+in its own unit of work with its audit event (`console` / `member_add`, `member_role`, `member_remove`,
+`member_open`, `member_close`), as the users page audits. The page runs as its admin (`Console.page`), so they see
+their projects only; the service lets them change a project's members only where they are an admin themselves
+(`require_role`, the contract's role refusal otherwise) and refuses a change that would leave a project with no
+admin who can reach it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.db.models import Role
+from app.db.records import Principal
+from app.db.visibility import Caller, acting_as
+from app.errors import AppError, bad_request
+from app.http.ui.operations import audit_change
+from app.http.ui.session import SessionData
+from app.services.membership import MemberService, MembershipChange
+from app.services.users import UserService
+
+if TYPE_CHECKING:
+    from app.http.ui.console import Console, Form
+
+logger = logging.getLogger(__name__)
+
+# How a refused change reads (the contract's role refusal: `Forbidden: <call> needs the admin role; …`).
+CHANGE_CALL = "changing a project's members"
+
+
+async def members(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    return await _members_page(console, request, principal, session)
+
+
+async def _members_page(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    status: int = 200,
+    **values: Any,
+) -> Response:
+    async with console.context.db.autocommit() as db:
+        projects = await MemberService(db).overview()
+        users = await UserService(db).list_users()
+    page = console.base(
+        principal, session, projects=projects, users=users, roles=[role.value for role in Role], **values
+    )
+    return console.render(request, "members.html", page, status)
+
+
+def _role(value: str) -> Role:
+    if value not in Role.__members__:
+        raise bad_request(f"role: one of {', '.join(role.value for role in Role)} (not {value!r})")
+    return Role(value)
+
+
+def _user(form: Form) -> str:
+    name = form.get("user").strip()
+    if not name:
+        raise bad_request("Choose a user.")
+    return name
+
+
+async def member_add(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    """Add a member, or change a member's role."""
+    try:
+        role = _role(form.get("role"))
+        changed = await _set(console, principal, form.get("project"), _user(form), role)
+    except AppError as error:
+        return await _members_page(console, request, principal, session, error.status_code, error=error.message)
+    who = repr(changed.user_name)
+    if changed.before == role:
+        notice = f"{who} already is a {role.value} of project {changed.project.name!r}."
+    elif changed.before is None:
+        notice = f"{who} is now a {role.value} of project {changed.project.name!r}."
+    else:
+        notice = f"{who} is now a {role.value} of project {changed.project.name!r} (was {changed.before.value})."
+    return await _members_page(console, request, principal, session, notice=notice + _hidden(changed))
+
+
+async def member_remove(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    try:
+        changed = await _drop(console, principal, form.get("project"), _user(form))
+    except AppError as error:
+        return await _members_page(console, request, principal, session, error.status_code, error=error.message)
+    notice = f"{changed.user_name!r} is no longer a member of project {changed.project.name!r}."
+    return await _members_page(console, request, principal, session, notice=notice + _hidden(changed))
+
+
+async def project_open(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    """Open a project to everyone with a role, or change everyone's role there."""
+    try:
+        role = _role(form.get("role"))
+        changed = await _set(console, principal, form.get("project"), None, role)
+    except AppError as error:
+        return await _members_page(console, request, principal, session, error.status_code, error=error.message)
+    name = changed.project.name
+    if changed.before == role:
+        notice = f"Project {name!r} already is open to everyone as {role.value}."
+    elif changed.before is None:
+        notice = f"Project {name!r} is open to everyone as {role.value}."
+    else:
+        notice = f"Project {name!r} is open to everyone as {role.value} (was {changed.before.value})."
+    return await _members_page(console, request, principal, session, notice=notice)
+
+
+async def project_close(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    try:
+        changed = await _drop(console, principal, form.get("project"), None)
+    except AppError as error:
+        return await _members_page(console, request, principal, session, error.status_code, error=error.message)
+    notice = f"Project {changed.project.name!r} is closed: only its members see it."
+    return await _members_page(console, request, principal, session, notice=notice + _hidden(changed))
+
+
+async def _set(console: Console, principal: Principal, project: str, user: str | None, role: Role) -> MembershipChange:
+    with acting_as(Caller(principal, CHANGE_CALL, Role.admin)):
+        async with console.context.db.unit_of_work() as db:
+            changed = await MemberService(db).set_member(project, user, role)
+            if changed.before != role:
+                action = "member_open" if user is None else ("member_add" if changed.before is None else "member_role")
+                await audit_change(db, principal, action, _details(changed))
+    logger.info("console: user %r set %s", principal.name, _details(changed))
+    return changed
+
+
+async def _drop(console: Console, principal: Principal, project: str, user: str | None) -> MembershipChange:
+    with acting_as(Caller(principal, CHANGE_CALL, Role.admin)):
+        async with console.context.db.unit_of_work() as db:
+            changed = await MemberService(db).drop_member(project, user)
+            await audit_change(db, principal, "member_close" if user is None else "member_remove", _details(changed))
+    logger.info("console: user %r removed %s", principal.name, _details(changed))
+    return changed
+
+
+def _details(changed: MembershipChange) -> dict[str, Any]:
+    """The audit event's details: the project (id and name), the user (None: everyone), the role before and after."""
+    return {
+        "project_id": str(changed.project.id),
+        "project": changed.project.name,
+        "user": changed.user_name,
+        "from": changed.before.value if changed.before else None,
+        "to": changed.role.value if changed.role else None,
+    }
+
+
+def _hidden(changed: MembershipChange) -> str:
+    if changed.still_visible:
+        return ""
+    return " You are not a member of it, so it is no longer listed here."
