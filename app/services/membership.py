@@ -171,8 +171,11 @@ class MemberService:
         return MembershipChange(project, removed.user_name, None, removed.role, await self._visible(project))
 
     async def _administered(self, project_ref: str) -> ProjectRecord:
-        """The project (one the caller sees), once the caller is an admin there; its memberships locked until commit."""
+        """The project (one the caller sees), once the caller is an admin there; its memberships (and the users'
+        roles) locked until commit."""
         project = await self.project(project_ref)
+        # A global demotion checks the same rule (UserService.set_role) under this lock: the two take turns.
+        await self.users.lock_user_administration()
         await self.members.lock(project.id)
         await require_role(self.session, [project.id], Role.admin)
         return project

@@ -5,6 +5,8 @@ The console's users page, `synaptomind user …` and `synaptomind token create` 
 use) all go through this service. A change that would leave no admin — or no admin able to sign in, with a
 password or an unrevoked, unexpired API token — is refused with 409 and writes nothing: the rule is checked
 after the change, inside its transaction, under an advisory lock (two admins demoting each other take turns).
+A global demotion is also held to the members rule (app.services.membership): it may not leave a project with
+no admin who can reach it — the CLI's `user role` too, since `member add` fixes that first in one command.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Role
 from app.db.records import Principal
+from app.db.repositories.members import MemberRepository
+from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.users import AdminRow, UserRepository, UserRow
 from app.errors import AppError, bad_request, conflict, not_found
 from app.services.passwords import hash_password, password_problem
@@ -33,6 +37,8 @@ def _no_user(name: str) -> AppError:
 class UserService:
     def __init__(self, session: AsyncSession) -> None:
         self.users = UserRepository(session)
+        self.members = MemberRepository(session)
+        self.projects = ProjectRepository(session)
 
     async def list_users(self) -> list[UserRow]:
         return await self.users.list_users()
@@ -83,14 +89,19 @@ class UserService:
         return user
 
     async def set_role(self, name: str, role: Role) -> Principal:
-        """Change the user's global role; refused when it would leave no admin, or none who can sign in."""
+        """Change the user's global role; refused when it would leave no admin, or none who can sign in, or a
+        project with no admin who can reach it."""
         user = await self.find(name)
         assert user.user_id is not None
         if role == user.role:
             return user
         before = await self.admins_before_change()
+        # Only a global admin's demotion can take a project's last admin: its admin memberships are the candidates.
+        administered = await self.members.administered_by(user.user_id) if user.role is Role.admin else []
         await self.users.set_role(user.user_id, role)
-        await self.refuse_lockout(before, f"changing the role of {user.name!r} to {role.value}")
+        change = f"changing the role of {user.name!r} to {role.value}"
+        await self.refuse_lockout(before, change)
+        await self.refuse_orphaning(administered, change)
         return Principal(user.user_id, user.name, role)
 
     async def set_password(self, name: str, password: str | None) -> Principal:
@@ -129,6 +140,32 @@ class UserService:
                 f"Refused: {change} would leave no admin who can sign in ({could[0]!r} is the last admin with a "
                 "password or an active API token). Give another admin a password or a token first."
             )
+
+    async def refuse_orphaning(self, project_ids: list[uuid.UUID], change: str) -> None:
+        """Raise (so the caller's transaction rolls the change back) when one of these projects is left with no
+        admin who can reach it: the members page's rule (`MemberRepository.has_admin`). The membership changes
+        guarded by it take the user-administration lock too, so they and a demotion take turns. A project the
+        caller cannot see is counted, not named."""
+        orphaned = [project_id for project_id in project_ids if not await self.members.has_admin(project_id)]
+        if not orphaned:
+            return
+        seen = [project for project_id in orphaned if (project := await self.projects.get(project_id)) is not None]
+        raise conflict(
+            f"Refused: {change} would leave {_projects(sorted(p.name for p in seen), len(orphaned) - len(seen))} "
+            "with no admin who can reach it and change its members (a member with the admin role whose global "
+            "role is admin, or everyone as admin). Make another admin an admin member there first: "
+            "`synaptomind member add PROJECT USER --role admin`."
+        )
+
+
+def _projects(names: list[str], unseen: int) -> str:
+    """`project 'A'`, `projects 'A', 'B'`, with `and 2 projects you cannot see` for those the caller does not see."""
+    parts = []
+    if names:
+        parts.append(("project " if len(names) == 1 else "projects ") + ", ".join(repr(name) for name in names))
+    if unseen:
+        parts.append("a project you cannot see" if unseen == 1 else f"{unseen} projects you cannot see")
+    return " and ".join(parts)
 
 
 def _checked_name(name: str) -> str:

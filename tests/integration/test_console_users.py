@@ -1,11 +1,12 @@
 """The console's password sign-in and its users page, in-process on a real PostgreSQL: a password opens the same
 session as a token, an unknown user, a user without a password and a wrong password get one answer, attempts are
 throttled; admins create users, change roles and set or clear passwords (each audited), and no change may leave
-no admin, or no admin who can sign in. Also `synaptomind user role`."""
+no admin, or no admin who can sign in, or a project with no admin who can reach it. Also `synaptomind user role`."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import html
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,10 +26,12 @@ from app.http.ui.session import SESSION_COOKIE
 from app.main import create_http_app
 from app.services.auth import AuthService
 from app.services.context import AppContext
+from app.services.membership import MemberService
 from app.services.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, PasswordCheck, hash_password
 from app.services.users import UserService
 from tests.helpers import ManualClock
 from tests.integration.test_console import BASE, CSRF_FIELD, set_cookies, sign_in, sign_in_form, token_for
+from tests.integration.test_membership import caller, close
 
 PASSWORD = "correct horse battery staple"
 REFUSED = "That user name and password were not accepted."
@@ -68,6 +71,20 @@ async def audit(context: AppContext) -> list[tuple[str, dict[str, object]]]:
             text("SELECT action, details FROM audit_event WHERE tool = 'console' ORDER BY created_at, id")
         )
         return [(row.action, row.details) for row in found]
+
+
+async def memberships(context: AppContext) -> set[tuple[str, str | None, str]]:
+    """Every membership as (project, user or None for everyone, role), read as the operator (no caller)."""
+    async with context.db.unit_of_work() as session:
+        return {(row.project_name, row.user_name, row.role.value) for row in await MemberService(session).list(None)}
+
+
+# The members rule's reason (app.services.membership) and the fix a demotion's refusal names.
+ORPHANED = (
+    "with no admin who can reach it and change its members (a member with the admin role whose global role is "
+    "admin, or everyone as admin). Make another admin an admin member there first: "
+    "`synaptomind member add PROJECT USER --role admin`."
+)
 
 
 async def role_of(context: AppContext, name: str) -> Role | None:
@@ -296,6 +313,44 @@ async def test_no_change_may_leave_no_admin_or_none_who_can_sign_in(
     assert actions == ["user_create", "user_password_set", "token_revoke", "user_password_set", "user_role"]
 
 
+async def test_a_demotion_may_not_leave_a_project_with_no_admin_who_can_reach_it(
+    ui: httpx2.AsyncClient, app_context: AppContext
+) -> None:
+    await sign_in(ui, await token_for(app_context, "ada", Role.admin))
+    csrf = await session_csrf(ui)
+    bob = await caller(app_context, "bob")  # a global admin: the creator, so the admin member, of both projects
+    await bob.ok("memory_manage", {"action": "create", "name": "Lab", "local_path": "/srv/lab"})
+    await bob.ok("memory_manage", {"action": "create", "name": "Vault", "local_path": "/srv/vault"})
+    async with app_context.db.unit_of_work() as session:
+        await MemberService(session).add("Lab", None, Role.writer)  # open (ada sees it), but bob is its only admin
+    await close(app_context, "Vault", {})  # closed: bob is its only member, ada does not see it
+    before = await memberships(app_context)
+
+    demote = await ui.post("/ui/admin/users/role", data={"csrf": csrf, "name": "bob", "role": "writer"})
+    assert demote.status_code == 409
+    assert (
+        "Refused: changing the role of 'bob' to writer would leave project 'Lab' and a project you cannot see "
+        f"{ORPHANED}" in html.unescape(demote.text)
+    )
+    assert "Vault" not in demote.text  # a closed project ada is no member of is not named to her
+    assert await role_of(app_context, "bob") is Role.admin
+    assert await memberships(app_context) == before and await audit(app_context) == []
+
+    # Once the operator makes ada an admin of the vault, only the lab is left to fix; then bob may step down.
+    async with app_context.db.unit_of_work() as session:
+        await MemberService(session).add("Vault", "ada", Role.admin)
+    demote = await ui.post("/ui/admin/users/role", data={"csrf": csrf, "name": "bob", "role": "reader"})
+    assert demote.status_code == 409
+    assert f"Refused: changing the role of 'bob' to reader would leave project 'Lab' {ORPHANED}" in html.unescape(
+        demote.text
+    )
+    async with app_context.db.unit_of_work() as session:
+        await MemberService(session).add("Lab", None, Role.admin)  # everyone as admin: every global admin is one
+    stepped = await ui.post("/ui/admin/users/role", data={"csrf": csrf, "name": "bob", "role": "writer"})
+    assert stepped.status_code == 200 and "bob now has the writer role (was admin)." in stepped.text
+    assert await audit(app_context) == [("user_role", {"user": "bob", "from": "admin", "to": "writer"})]
+
+
 # ---------------------------------------------------------------- the CLI
 
 
@@ -316,3 +371,25 @@ def test_cli_user_role_changes_a_role_and_refuses_the_last_admin(
     )
     parsed = cli._parser().parse_args(["user", "role", "bob", "admin"])
     assert (parsed.handler, parsed.name, parsed.role) == (cli.cmd_user_role, "bob", "admin")
+
+
+async def test_cli_user_role_refuses_to_leave_a_project_with_no_admin(
+    database_url: str, app_context: AppContext
+) -> None:
+    """`user role` is held to the members rule too (unlike `member add|remove`): the refusal names the project and
+    the `member add` that fixes it, and nothing is written."""
+    settings = Settings(_env_file=None, database_url=SecretStr(database_url))  # type: ignore[call-arg]
+    await caller(app_context, "ada")
+    bob = await caller(app_context, "bob")
+    await bob.ok("memory_manage", {"action": "create", "name": "Lab", "local_path": "/srv/lab"})
+    await close(app_context, "Lab", {})
+    before = await memberships(app_context)
+    with pytest.raises(SystemExit) as refused:
+        await asyncio.to_thread(cli.cmd_user_role, argparse.Namespace(name="bob", role="reader"), settings)
+    assert refused.value.code == f"Refused: changing the role of 'bob' to reader would leave project 'Lab' {ORPHANED}"
+    assert await role_of(app_context, "bob") is Role.admin and await memberships(app_context) == before
+
+    add = argparse.Namespace(project="Lab", user="ada", everyone=False, role="admin")
+    await asyncio.to_thread(cli.cmd_member_add, add, settings)
+    await asyncio.to_thread(cli.cmd_user_role, argparse.Namespace(name="bob", role="reader"), settings)
+    assert await role_of(app_context, "bob") is Role.reader

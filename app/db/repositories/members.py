@@ -67,6 +67,16 @@ class MemberRepository:
         )
         return (await self.session.execute(statement)).first() is not None
 
+    async def administered_by(self, user_id: uuid.UUID) -> list[uuid.UUID]:
+        """The projects where the user is a member with the admin role (the ones whose `has_admin` may hang on
+        their global role), in id order."""
+        statement = (
+            select(ProjectMember.project_id)
+            .where(ProjectMember.user_id == user_id, ProjectMember.role == Role.admin)
+            .order_by(ProjectMember.project_id)
+        )
+        return list((await self.session.execute(statement)).scalars())
+
     async def delete(self, project_id: uuid.UUID, user_id: uuid.UUID | None) -> Role | None:
         """Remove the membership; the role it had, None when there was none."""
         who = ProjectMember.user_id.is_(None) if user_id is None else ProjectMember.user_id == user_id
