@@ -27,10 +27,9 @@ if TYPE_CHECKING:
 
 
 async def _check_and_store(session: AsyncSession, requested_by: str | None) -> HealthReportRow:
-    started = time.monotonic()
-    report = await HealthService(session).report(include_details=True)
+    checked = await _live(session, requested_by)
     reports = HealthReportRepository(session)
-    await reports.store(report, time.monotonic() - started, replica_name(), requested_by)
+    await reports.store(checked.report, checked.seconds, checked.replica, requested_by)
     stored = await reports.latest()
     assert stored is not None  # stored just above, in this transaction
     return stored
@@ -44,7 +43,7 @@ async def _partial_view(session: AsyncSession) -> bool:
 
 
 async def _live(session: AsyncSession, requested_by: str | None) -> HealthReportRow:
-    """Every check now over what the caller may read, not stored."""
+    """Every check now over what the session may read, not (yet) stored."""
     started = time.monotonic()
     report = await HealthService(session).report(include_details=True)
     now = datetime.now(UTC)
