@@ -1,5 +1,5 @@
 """Contract texts word for word for rows a non-member cannot see (docs/mcp-tools.md, "Per-project membership":
-an id of a hidden row answers as an id that does not exist), with the texts of /work/shared/spec/mcp-tools.md:
+an id of a hidden row answers as an id that does not exist), with the contract's texts:
 `Thought <id> not found`, `Edge not found: <id>`, the unlink preview's `not_found` item and the search's
 `id_not_found` warning."""
 
