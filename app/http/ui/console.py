@@ -1,7 +1,9 @@
 """The web console at /ui: server-rendered pages over the same tool dispatch agents call.
 
-Every page reads through `app.mcp.registry.dispatch` with the signed-in principal, so roles, validation,
-scoping and rate limits are the contract's, and the console holds no second path to the data.
+The memory and review pages read and write through `app.mcp.registry.dispatch` with the signed-in principal, so
+roles, validation, scoping and rate limits are the contract's; the one shortcut is `Console.thoughts`, one read for
+many thoughts (app.services.recall_reads). The admin pages (operations.py, users.py, members.py) call the services
+the CLI and the REST routes call, as their docstrings say. Every signed-in page runs as its user (`Console.page`).
 """
 
 from __future__ import annotations
@@ -94,6 +96,17 @@ class Answer:
         preview = self.meta.get("preview")
         return preview if isinstance(preview, dict) else None
 
+    @property
+    def total(self) -> int:
+        """meta.counts.total of a listing answer (0 without it)."""
+        counts = self.meta.get("counts")
+        return int((counts if isinstance(counts, dict) else {}).get("total") or 0)
+
+    @property
+    def page_status(self) -> int:
+        """The status of the page that shows this answer: the error's, else 200."""
+        return self.status if self.error else 200
+
 
 async def call_tool(context: AppContext, principal: Principal, tool: str, arguments: dict[str, Any]) -> Answer:
     """The tool's own dispatch, as over MCP: the contract's validation, roles and errors apply."""
@@ -182,11 +195,11 @@ class Console:
         form = await _form(request)
         if form is None:
             return _too_large()
-        if not same_token(request.cookies.get(SIGN_IN_COOKIE), _field(form, "csrf")):
+        if not same_token(request.cookies.get(SIGN_IN_COOKIE), form.get("csrf")):
             return _csrf_refusal()
         if "password" in form.fields:
             return await self.sign_in_with_password(request, form)
-        token = _field(form, "token").strip()
+        token = form.get("token").strip()
         if not token:
             return self.sign_in_page(request, "Paste your API token to sign in.", 400, next_page=form.get("next"))
         try:
@@ -234,7 +247,7 @@ class Console:
         return self.signed_in(request, form, cookie)
 
     def signed_in(self, request: Request, form: Form, cookie: str) -> Response:
-        response = RedirectResponse(_safe_next(_field(form, "next")), status_code=303)
+        response = RedirectResponse(_safe_next(form.get("next")), status_code=303)
         response.set_cookie(
             SESSION_COOKIE, cookie, max_age=self.config.codec.max_age, path=COOKIE_PATH, **_flags(request)
         )
@@ -246,7 +259,7 @@ class Console:
         if form is None:
             return _too_large()
         principal, session = await self.principal(request)
-        if principal is not None and not same_token(self.csrf(session), _field(form, "csrf")):
+        if principal is not None and not same_token(self.csrf(session), form.get("csrf")):
             return _csrf_refusal()
         response = RedirectResponse(f"{COOKIE_PATH}/sign-in", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, **_flags(request))
@@ -398,8 +411,7 @@ class Console:
             statuses=STATUSES,
             standings=STANDINGS,
         )
-        status = results.status if results is not None and results.error else 200
-        return self.render(request, "search.html", values, status)
+        return self.render(request, "search.html", values, results.page_status if results is not None else 200)
 
     async def thought(self, request: Request, principal: Principal, session: SessionData | None) -> Response:
         thought_id = request.path_params["thought_id"]
@@ -431,7 +443,7 @@ class Console:
             graph=graph,
             legend=legend(graph) if graph else None,
         )
-        return self.render(request, "thought.html", values, found.status if found.error else 200)
+        return self.render(request, "thought.html", values, found.page_status)
 
     async def timeline(self, request: Request, principal: Principal, session: SessionData | None) -> Response:
         params = request.query_params
@@ -446,7 +458,6 @@ class Console:
         if project.get("local_path"):
             arguments["cwd"] = project["local_path"]
         answer = await call_tool(self.context, principal, "memory_reflect", arguments)
-        counts = (answer.payload.get("meta") or {}).get("counts") or {}
         values = self.base(
             principal,
             session,
@@ -456,9 +467,9 @@ class Console:
             statuses=STATUSES,
             offset=offset,
             page=TIMELINE_PAGE,
-            total=int(counts.get("total") or 0),
+            total=answer.total,
         )
-        return self.render(request, "timeline.html", values, answer.status if answer.error else 200)
+        return self.render(request, "timeline.html", values, answer.page_status)
 
 
 PageHandler = Callable[["Console", Request, Principal, "SessionData | None"], Awaitable[Response]]
@@ -560,10 +571,6 @@ async def _form(request: Request) -> Form | None:
 
 def _too_large() -> Response:
     return Response("Request body too large for a console form.", status_code=413, media_type="text/plain")
-
-
-def _field(form: Form, name: str) -> str:
-    return form.get(name)
 
 
 def _safe_next(target: str | None) -> str:

@@ -22,7 +22,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.db.visibility import Caller, acting_as
 from app.errors import AppError, bad_request
-from app.http.ui.operations import audit_change
+from app.http.ui.operations import admin_page, audit_change, parse_role
 from app.http.ui.session import SessionData
 from app.services.membership import MemberService, MembershipChange
 from app.services.users import UserService
@@ -51,16 +51,9 @@ async def _members_page(
     async with console.context.db.autocommit() as db:
         projects = await MemberService(db).overview()
         users = await UserService(db).list_users()
-    page = console.base(
-        principal, session, projects=projects, users=users, roles=[role.value for role in Role], **values
+    return admin_page(
+        console, request, "members.html", principal, session, status, projects=projects, users=users, **values
     )
-    return console.render(request, "members.html", page, status)
-
-
-def _role(value: str) -> Role:
-    if value not in Role.__members__:
-        raise bad_request(f"role: one of {', '.join(role.value for role in Role)} (not {value!r})")
-    return Role(value)
 
 
 def _user(form: Form) -> str:
@@ -75,17 +68,16 @@ async def member_add(
 ) -> Response:
     """Add a member, or change a member's role."""
     try:
-        role = _role(form.get("role"))
+        role = parse_role(form.get("role"))
         changed = await _set(console, principal, form.get("project"), _user(form), role)
     except AppError as error:
         return await _members_page(console, request, principal, session, error.status_code, error=error.message)
-    who = repr(changed.user_name)
-    if changed.before == role:
-        notice = f"{who} already is a {role.value} of project {changed.project.name!r}."
-    elif changed.before is None:
-        notice = f"{who} is now a {role.value} of project {changed.project.name!r}."
-    else:
-        notice = f"{who} is now a {role.value} of project {changed.project.name!r} (was {changed.before.value})."
+    who, name = repr(changed.user_name), changed.project.name
+    notice = _role_notice(
+        changed,
+        f"{who} already is a {role.value} of project {name!r}",
+        f"{who} is now a {role.value} of project {name!r}",
+    )
     return await _members_page(console, request, principal, session, notice=notice + _hidden(changed))
 
 
@@ -105,17 +97,16 @@ async def project_open(
 ) -> Response:
     """Open a project to everyone with a role, or change everyone's role there."""
     try:
-        role = _role(form.get("role"))
+        role = parse_role(form.get("role"))
         changed = await _set(console, principal, form.get("project"), None, role)
     except AppError as error:
         return await _members_page(console, request, principal, session, error.status_code, error=error.message)
     name = changed.project.name
-    if changed.before == role:
-        notice = f"Project {name!r} already is open to everyone as {role.value}."
-    elif changed.before is None:
-        notice = f"Project {name!r} is open to everyone as {role.value}."
-    else:
-        notice = f"Project {name!r} is open to everyone as {role.value} (was {changed.before.value})."
+    notice = _role_notice(
+        changed,
+        f"Project {name!r} already is open to everyone as {role.value}",
+        f"Project {name!r} is open to everyone as {role.value}",
+    )
     return await _members_page(console, request, principal, session, notice=notice)
 
 
@@ -159,6 +150,15 @@ def _details(changed: MembershipChange) -> dict[str, Any]:
         "from": changed.before.value if changed.before else None,
         "to": changed.role.value if changed.role else None,
     }
+
+
+def _role_notice(changed: MembershipChange, already: str, now: str) -> str:
+    """What a set role reads as: `already` when nothing changed, else `now`, with the role it replaced."""
+    if changed.before == changed.role:
+        return already + "."
+    if changed.before is None:
+        return now + "."
+    return f"{now} (was {changed.before.value})."
 
 
 def _hidden(changed: MembershipChange) -> str:

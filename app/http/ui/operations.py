@@ -30,7 +30,7 @@ from app.db.repositories.audit import AuditRepository
 from app.db.repositories.health_reports import HealthReportRow
 from app.db.repositories.job_runs import JobRunRow
 from app.db.visibility import Caller, acting_as
-from app.errors import AppError
+from app.errors import AppError, bad_request
 from app.http.ui.session import SessionData
 from app.services.auth import AuthService, parse_expiry
 from app.services.health import HealthService
@@ -200,12 +200,33 @@ async def _tokens_page(
 ) -> Response:
     async with console.context.db.unit_of_work() as db:
         rows = await AuthService(db).list_tokens()
-    page = console.base(principal, session, rows=rows, roles=[role.value for role in Role], **values)
-    return console.render(request, "tokens.html", page, status)
+    return admin_page(console, request, "tokens.html", principal, session, status, rows=rows, **values)
+
+
+def admin_page(
+    console: Console,
+    request: Request,
+    template: str,
+    principal: Principal,
+    session: SessionData | None,
+    status: int,
+    **values: Any,
+) -> Response:
+    """A page of the tokens, users or members lists, with the roles its forms offer."""
+    page = console.base(principal, session, roles=[role.value for role in Role], **values)
+    return console.render(request, template, page, status)
+
+
+def parse_role(value: str) -> Role:
+    """A role field of the users and members forms: one of the roles, else the 400 that names them."""
+    if value not in Role.__members__:
+        raise bad_request(f"role: one of {', '.join(role.value for role in Role)} (not {value!r})")
+    return Role(value)
 
 
 async def audit_change(db: AsyncSession, principal: Principal, action: str, details: dict[str, Any]) -> None:
-    """Token and user changes made from a browser are audited (tool `console`), in the change's transaction."""
+    """Token, user and membership changes made from a browser are audited (tool `console`), in the change's
+    transaction."""
     await AuditRepository(db).record(principal.user_id, "console", action, [], None, details)
 
 
@@ -228,8 +249,7 @@ async def token_create(
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r created a token for %r", principal.name, user.name)
-    shown = {"token": token, "user": user.name, "role": user.role.value, "expires_at": expires_at, "verb": "created"}
-    return await _tokens_page(console, request, principal, session, created=shown)
+    return await _tokens_page(console, request, principal, session, created=_shown(token, user, expires_at, "created"))
 
 
 async def token_revoke(
@@ -259,11 +279,11 @@ async def token_rotate(
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r rotated token %s", principal.name, token_id)
-    shown = {
-        "token": rotated.token,
-        "user": rotated.user.name,
-        "role": rotated.user.role.value,
-        "expires_at": rotated.expires_at,
-        "verb": f"rotated (token {token_id} is revoked; its successor is {rotated.token_id})",
-    }
+    verb = f"rotated (token {token_id} is revoked; its successor is {rotated.token_id})"
+    shown = _shown(rotated.token, rotated.user, rotated.expires_at, verb)
     return await _tokens_page(console, request, principal, session, created=shown)
+
+
+def _shown(token: str, user: Principal, expires_at: datetime | None, verb: str) -> dict[str, Any]:
+    """A new token as the tokens page shows it, once: the secret, whose it is, and what was done."""
+    return {"token": token, "user": user.name, "role": user.role.value, "expires_at": expires_at, "verb": verb}

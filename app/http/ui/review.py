@@ -23,11 +23,11 @@ RETENTION = "/ui/review/retention"
 CLUSTERS = "/ui/review/clusters"
 
 
-def _int(value: str | None, default: int = 0) -> int:
+def _int(value: str | None) -> int:
     try:
-        return max(int(value or default), 0)
+        return max(int(value or 0), 0)
     except ValueError:
-        return default
+        return 0
 
 
 def _float(value: str | None) -> float | None:
@@ -62,9 +62,9 @@ async def edge_queue(console: Console, request: Request, principal: Principal, s
         statuses=PROPOSAL_STATUSES,
         offset=offset,
         page=PROPOSAL_PAGE,
-        total=int((answer.meta.get("counts") or {}).get("total") or 0),
+        total=answer.total,
     )
-    return console.render(request, "review_edges.html", values, answer.status if answer.error else 200)
+    return console.render(request, "review_edges.html", values, answer.page_status)
 
 
 async def edge_apply(
@@ -104,8 +104,7 @@ async def edge_reject(
     console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
     answer = await console.call(principal, "edge_review", {"action": "reject", "proposal_id": form.get("proposal_id")})
-    values = console.base(principal, session, answer=answer, title="Reject an edge proposal", back=EDGES)
-    return console.render(request, "outcome.html", values, answer.status if answer.error else 200)
+    return _outcome(console, request, principal, session, answer, "Reject an edge proposal", EDGES)
 
 
 # ---------------------------------------------------------------- retention_review
@@ -131,9 +130,9 @@ async def retention_list(
         page=RETENTION_PAGE,
         min_age_days=params.get("min_age_days", ""),
         importance_floor=params.get("importance_floor", ""),
-        total=int((answer.meta.get("counts") or {}).get("total") or 0),
+        total=answer.total,
     )
-    return console.render(request, "review_retention.html", values, answer.status if answer.error else 200)
+    return console.render(request, "review_retention.html", values, answer.page_status)
 
 
 async def retention_protect(
@@ -143,8 +142,7 @@ async def retention_protect(
     arguments = {"action": "protect", "thought_id": form.get("thought_id"), "protected": protected}
     answer = await console.call(principal, "retention_review", arguments)
     title = "Protect a thought" if protected else "Unprotect a thought"
-    values = console.base(principal, session, answer=answer, title=title, back=RETENTION)
-    return console.render(request, "outcome.html", values, answer.status if answer.error else 200)
+    return _outcome(console, request, principal, session, answer, title, RETENTION)
 
 
 async def retention_delete(
@@ -216,6 +214,20 @@ async def thought_merge(
         back,
         _just(thought_id, target_id),
     )
+
+
+def _outcome(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    answer: Answer,
+    title: str,
+    back: str,
+) -> Response:
+    """A one-step write's outcome page (no preview): what the tool answered, and the way back."""
+    values = console.base(principal, session, answer=answer, title=title, back=back)
+    return console.render(request, "outcome.html", values, answer.page_status)
 
 
 def _page(thought_id: str) -> str:

@@ -1,7 +1,8 @@
-"""The console's routes: the memory pages of console.py, the review and operations pages, the static assets.
+"""The console's routes: the memory pages of console.py, the review, operations, users and members pages, the static
+assets.
 
-Kept apart from console.py so that review.py and operations.py, which take a Console, and the Console itself
-do not import each other.
+Kept apart from console.py so that review.py, operations.py, users.py and members.py, which take a Console, and
+the Console itself do not import each other.
 """
 
 from __future__ import annotations

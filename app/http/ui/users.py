@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.db.models import Role
 from app.db.records import Principal
-from app.errors import AppError, bad_request
-from app.http.ui.operations import audit_change
+from app.errors import AppError
+from app.http.ui.operations import admin_page, audit_change, parse_role
 from app.http.ui.session import SessionData
 from app.services.users import UserService
 
@@ -42,14 +41,7 @@ async def _users_page(
 ) -> Response:
     async with console.context.db.autocommit() as db:
         rows = await UserService(db).list_users()
-    page = console.base(principal, session, rows=rows, roles=[role.value for role in Role], **values)
-    return console.render(request, "users.html", page, status)
-
-
-def _role(value: str) -> Role:
-    if value not in Role.__members__:
-        raise bad_request(f"role: one of {', '.join(role.value for role in Role)} (not {value!r})")
-    return Role(value)
+    return admin_page(console, request, "users.html", principal, session, status, rows=rows, **values)
 
 
 async def user_create(
@@ -57,7 +49,7 @@ async def user_create(
 ) -> Response:
     password = form.get("password") or None
     try:
-        role = _role(form.get("role"))
+        role = parse_role(form.get("role"))
         async with console.context.db.unit_of_work() as db:
             user = await UserService(db).create_user(form.get("name"), role, password)
             details = {"user": user.name, "role": role.value, "password": password is not None}
@@ -74,7 +66,7 @@ async def user_role(
     console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
     try:
-        role = _role(form.get("role"))
+        role = parse_role(form.get("role"))
         async with console.context.db.unit_of_work() as db:
             service = UserService(db)
             before = await service.find(form.get("name"))
