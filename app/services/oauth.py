@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from mcp.server.auth.provider import (
@@ -37,6 +37,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.oauth import AuthorizationRow, OAuthRepository, TokenRow
+from app.db.visibility import ROLE_RANK
 from app.services.auth import AuthService, hash_token
 from app.services.passwords import PASSWORD_FAILURE_DELAY_SECONDS, PasswordCheck
 
@@ -55,7 +56,6 @@ REQUEST_TTL = timedelta(minutes=10)
 CODE_TTL = timedelta(seconds=60)
 SIGNIN_PATH = "/oauth/signin"
 CONSENT_PATH = "/oauth/consent"
-ROLE_RANK = {Role.reader: 0, Role.writer: 1, Role.admin: 2}
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
@@ -151,6 +151,23 @@ def _timestamp(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
+def _token_fields(token: str, row: TokenRow) -> dict[str, Any]:
+    """What a loaded refresh or access token carries of its row; its role is the lower of the one granted at
+    consent and the user's role now."""
+    return {
+        "token": token,
+        "client_id": row.client_id,
+        "scopes": row.scopes,
+        "expires_at": _timestamp(row.expires_at),
+        "resource": row.resource,
+        "subject": str(row.user_id),
+        "token_id": row.id,
+        "family_id": row.family_id,
+        "user_id": row.user_id,
+        "role": lower_role(row.role, row.user_role),
+    }
+
+
 def _storable(*values: str | None) -> bool:
     """Whether PostgreSQL can hold these strings: text never holds NUL (the driver would fail the request)."""
     return not any(value and "\x00" in value for value in values)
@@ -203,7 +220,7 @@ class OAuthProvider:
             raise RegistrationError(
                 "invalid_redirect_uri", "redirect_uris: at least one is required (the authorization code flow)"
             )
-        for uri in client_info.redirect_uris or []:
+        for uri in client_info.redirect_uris:
             refusal = _redirect_uri_refusal(str(uri))
             if refusal is not None:
                 raise RegistrationError("invalid_redirect_uri", refusal)
@@ -392,18 +409,7 @@ class OAuthProvider:
             return None
         if row.revoked:
             return None
-        return StoredRefreshToken(
-            token=refresh_token,
-            client_id=row.client_id,
-            scopes=row.scopes,
-            expires_at=_timestamp(row.expires_at),
-            resource=row.resource,
-            subject=str(row.user_id),
-            token_id=row.id,
-            family_id=row.family_id,
-            user_id=row.user_id,
-            role=lower_role(row.role, row.user_role),
-        )
+        return StoredRefreshToken(**_token_fields(refresh_token, row))
 
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: StoredRefreshToken, scopes: list[str]
@@ -440,30 +446,11 @@ class OAuthProvider:
     ) -> OAuthToken:
         now = datetime.now(UTC)
         access, refresh = _secret(ACCESS_PREFIX), _secret(REFRESH_PREFIX)
-        await repository.insert_token(
-            "access",
-            hash_token(access),
-            client_id,
-            user_id,
-            role,
-            scopes,
-            resource,
-            family_id,
-            parent_id,
-            now + self.config.access_ttl,
-        )
-        await repository.insert_token(
-            "refresh",
-            hash_token(refresh),
-            client_id,
-            user_id,
-            role,
-            scopes,
-            resource,
-            family_id,
-            parent_id,
-            now + self.config.refresh_ttl,
-        )
+        issued = (("access", access, self.config.access_ttl), ("refresh", refresh, self.config.refresh_ttl))
+        for kind, secret, ttl in issued:
+            await repository.insert_token(
+                kind, hash_token(secret), client_id, user_id, role, scopes, resource, family_id, parent_id, now + ttl
+            )
         return OAuthToken(
             access_token=access,
             expires_in=int(self.config.access_ttl.total_seconds()),
@@ -480,19 +467,7 @@ class OAuthProvider:
             row = await OAuthRepository(session).token(hash_token(token), "access")
         if row is None or row.revoked or row.expires_at.timestamp() <= time.time():
             return None
-        return StoredAccessToken(
-            token=token,
-            client_id=row.client_id,
-            scopes=row.scopes,
-            expires_at=_timestamp(row.expires_at),
-            resource=row.resource,
-            subject=str(row.user_id),
-            token_id=row.id,
-            family_id=row.family_id,
-            user_id=row.user_id,
-            user_name=row.user_name,
-            role=lower_role(row.role, row.user_role),
-        )
+        return StoredAccessToken(**_token_fields(token, row), user_name=row.user_name)
 
     async def revoke_token(self, token: StoredAccessToken | StoredRefreshToken) -> None:
         async with self.db.unit_of_work() as session:

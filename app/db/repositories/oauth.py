@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, insert, select, update
+from sqlalchemy import ColumnElement, Update, and_, delete, exists, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -91,6 +91,17 @@ _AUTHORIZATION = select(
     OAuthAuthorization.used_at.is_not(None).label("used"),
 ).outerjoin(AppUser, AppUser.id == OAuthAuthorization.user_id)
 
+
+def _pending(request_hash: bytes) -> tuple[ColumnElement[bool], ...]:
+    """The rule for a request still waiting for sign-in or consent: no code yet, unused, unexpired."""
+    return (
+        OAuthAuthorization.request_hash == request_hash,
+        OAuthAuthorization.code_hash.is_(None),
+        OAuthAuthorization.used_at.is_(None),
+        OAuthAuthorization.expires_at > func.now(),
+    )
+
+
 _TOKEN = select(
     OAuthToken.id,
     OAuthToken.kind,
@@ -162,12 +173,7 @@ class OAuthRepository:
 
     async def pending_request(self, request_hash: bytes) -> AuthorizationRow | None:
         """An authorization request still waiting for sign-in or consent (no code yet, unexpired, unused)."""
-        statement = _AUTHORIZATION.where(
-            OAuthAuthorization.request_hash == request_hash,
-            OAuthAuthorization.code_hash.is_(None),
-            OAuthAuthorization.used_at.is_(None),
-            OAuthAuthorization.expires_at > func.now(),
-        )
+        statement = _AUTHORIZATION.where(*_pending(request_hash))
         row = (await self.session.execute(statement)).first()
         return AuthorizationRow(**row._mapping) if row else None
 
@@ -175,12 +181,7 @@ class OAuthRepository:
         """Bind a pending request to the signed-in user and the browser's consent secret."""
         result = await self.session.execute(
             update(OAuthAuthorization)
-            .where(
-                OAuthAuthorization.request_hash == request_hash,
-                OAuthAuthorization.code_hash.is_(None),
-                OAuthAuthorization.used_at.is_(None),
-                OAuthAuthorization.expires_at > func.now(),
-            )
+            .where(*_pending(request_hash))
             .values(user_id=user_id, role=role, consent_hash=consent_hash)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
@@ -192,21 +193,13 @@ class OAuthRepository:
         statement = (
             update(OAuthAuthorization)
             .where(
-                OAuthAuthorization.request_hash == request_hash,
+                *_pending(request_hash),
                 OAuthAuthorization.consent_hash == consent_hash,
                 OAuthAuthorization.user_id.is_not(None),
-                OAuthAuthorization.code_hash.is_(None),
-                OAuthAuthorization.used_at.is_(None),
-                OAuthAuthorization.expires_at > func.now(),
             )
             .values(code_hash=code_hash, expires_at=expires_at)
-            .returning(OAuthAuthorization.id)
         )
-        found = (await self.session.execute(statement)).scalar_one_or_none()
-        if found is None:
-            return None
-        row = (await self.session.execute(_AUTHORIZATION.where(OAuthAuthorization.id == found))).one()
-        return AuthorizationRow(**row._mapping)
+        return await self._answered(statement)
 
     async def deny(self, request_hash: bytes, consent_hash: bytes) -> AuthorizationRow | None:
         """The user declined: the request is spent (used, no code)."""
@@ -219,9 +212,12 @@ class OAuthRepository:
                 OAuthAuthorization.used_at.is_(None),
             )
             .values(used_at=func.now())
-            .returning(OAuthAuthorization.id)
         )
-        found = (await self.session.execute(statement)).scalar_one_or_none()
+        return await self._answered(statement)
+
+    async def _answered(self, statement: Update) -> AuthorizationRow | None:
+        """Run a consent answer's conditional UPDATE; the request it changed, None when none matched."""
+        found = (await self.session.execute(statement.returning(OAuthAuthorization.id))).scalar_one_or_none()
         if found is None:
             return None
         row = (await self.session.execute(_AUTHORIZATION.where(OAuthAuthorization.id == found))).one()

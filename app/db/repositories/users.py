@@ -8,7 +8,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import LargeBinary, and_, bindparam, exists, false, func, insert, or_, select, text, true, update
+from sqlalchemy import (
+    ColumnElement,
+    LargeBinary,
+    and_,
+    bindparam,
+    exists,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    true,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import execute_core
@@ -107,15 +121,13 @@ class UserRepository:
         return int((await self.session.execute(select(func.count()).select_from(AppUser))).scalar_one())
 
     async def find(self, name: str) -> Principal | None:
-        row = (
-            await self.session.execute(select(AppUser.id, AppUser.name, AppUser.role).where(AppUser.name == name))
-        ).first()
-        return Principal(user_id=row.id, name=row.name, role=row.role) if row else None
+        return await self._principal(AppUser.name == name)
 
     async def get(self, user_id: uuid.UUID) -> Principal | None:
-        row = (
-            await self.session.execute(select(AppUser.id, AppUser.name, AppUser.role).where(AppUser.id == user_id))
-        ).first()
+        return await self._principal(AppUser.id == user_id)
+
+    async def _principal(self, which: ColumnElement[bool]) -> Principal | None:
+        row = (await self.session.execute(select(AppUser.id, AppUser.name, AppUser.role).where(which))).first()
         return Principal(user_id=row.id, name=row.name, role=row.role) if row else None
 
     async def insert(self, name: str, role: Role) -> Principal:
@@ -128,20 +140,16 @@ class UserRepository:
 
     async def password_hash(self, name: str) -> tuple[Principal, str | None] | None:
         """The user and their password hash (None: no password set); None when there is no such user."""
-        row = (
-            await self.session.execute(
-                select(AppUser.id, AppUser.name, AppUser.role, AppUser.password_hash).where(AppUser.name == name)
-            )
-        ).first()
-        if row is None:
-            return None
-        return Principal(user_id=row.id, name=row.name, role=row.role), row.password_hash
+        return await self._with_password_hash(AppUser.name == name)
 
     async def password_hash_by_id(self, user_id: uuid.UUID) -> tuple[Principal, str | None] | None:
         """`password_hash`, by the user's id (a console session signed in with a password)."""
+        return await self._with_password_hash(AppUser.id == user_id)
+
+    async def _with_password_hash(self, which: ColumnElement[bool]) -> tuple[Principal, str | None] | None:
         row = (
             await self.session.execute(
-                select(AppUser.id, AppUser.name, AppUser.role, AppUser.password_hash).where(AppUser.id == user_id)
+                select(AppUser.id, AppUser.name, AppUser.role, AppUser.password_hash).where(which)
             )
         ).first()
         if row is None:
