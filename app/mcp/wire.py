@@ -10,9 +10,14 @@ from mcp_types import CallToolResult, TextContent
 from app.errors import AppError
 
 # mcp-tools.md, "Wire envelope": every tool declares the same output shape, `{result: <payload>}`; the SDK client
-# validates structuredContent against it. The smallest schema that says so: the payload's own shape is the
-# action's, documented per action.
-OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "required": ["result"]}
+# validates structuredContent against it. `result` is declared as a property, not only required, so a client that
+# generates types from the schema (or a validator that wants every required key declared) sees it; the payload's
+# own shape is the action's, documented per action.
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"result": {"type": "object"}},
+    "required": ["result"],
+}
 
 
 def to_json(payload: Any) -> str:

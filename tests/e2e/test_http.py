@@ -105,7 +105,11 @@ async def test_tools_list_advertises_the_eleven_tools(server: RunningServer) -> 
             assert action["type"] == "string" and action["enum"], tool.name
             assert schema["required"] == ["action"]
         # mcp-tools.md "Wire envelope": every tool declares the same output shape, {result: <payload>}
-        assert tool.output_schema == {"type": "object", "required": ["result"]}, tool.name
+        assert tool.output_schema == {
+            "type": "object",
+            "properties": {"result": {"type": "object"}},
+            "required": ["result"],
+        }, tool.name
         # hints at the protocol's defaults are left out; a closed world is always said
         assert tool.annotations is not None and tool.annotations.open_world_hint is False, tool.name
         read_only = tool.name in {"memory_recall", "memory_status", "memory_guide"}
