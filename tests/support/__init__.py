@@ -1,0 +1,1 @@
+"""Helpers shared by test packages (a test module imports another's helpers only from here)."""
