@@ -334,6 +334,7 @@ async def test_a_lowered_role_ends_every_session_and_a_raised_one_applies_at_onc
     copied = pat.cookie
     lowered = await admin.post("/ui/admin/users/role", csrf, name="pat", role="reader")
     assert lowered.status_code == 200
+    assert "pat now has the reader role (was writer). Their console sessions have ended." in lowered.text
     assert not await replayed(other, copied, csrf)
     assert await session_audit(app_context) == [("root", "end", {"user": "pat", "sessions": 1, "reason": "role"})]
 

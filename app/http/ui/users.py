@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.db.records import Principal
+from app.db.visibility import ROLE_RANK
 from app.errors import AppError
 from app.http.ui.operations import admin_page, audit_change, parse_role
 from app.http.ui.session import SessionData
@@ -84,6 +85,8 @@ async def user_role(
     else:
         logger.info("console: user %r made %r a %s", principal.name, user.name, role.value)
         notice = f"{user.name} now has the {role.value} role (was {before.role.value})."
+        if ROLE_RANK[role] < ROLE_RANK[before.role]:
+            notice += " Their console sessions have ended."
     return await _users_page(console, request, principal, session, notice=notice)
 
 
