@@ -1,6 +1,6 @@
 """Server-side console sessions: `console_session`, one row per sign-in, so a session can end before its cookie
 expires (sign-out, an admin, a revoked token, a demotion, a new or cleared password; docs/SECURITY.md
-"Console sessions"). The cookie carries a random secret, the row its SHA-256. A new table only: no lock on
+"Sessions"). The cookie carries a random secret, the row its SHA-256. A new table only: no lock on
 existing ones; the cookies issued before it name no row, so their sessions end at the upgrade (sign in again).
 
 Revision ID: 5c1e8a9f3d20

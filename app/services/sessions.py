@@ -1,4 +1,4 @@
-"""Console sessions on the server (docs/SECURITY.md, "Console sessions"): opened at sign-in, looked up on every
+"""Console sessions on the server (docs/SECURITY.md, "Sessions"): opened at sign-in, looked up on every
 page, ended by signing out, by an admin, or by the change that takes the user's right to it away.
 
 A session is a `console_session` row; the cookie carries a random 256-bit secret and the row only its SHA-256,
