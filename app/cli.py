@@ -94,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     role.add_argument("name")
     role.add_argument("role", choices=[role.value for role in Role])
     role.set_defaults(handler=cmd_user_role)
+    sign_out = user.add_parser(
+        "sign-out", help="end every console session of a user (their tokens and password still sign in)"
+    )
+    sign_out.add_argument("--user", required=True)
+    sign_out.set_defaults(handler=cmd_user_sign_out)
     _add_oauth_commands(commands)
     member = commands.add_parser("member", help="per-project membership (docs/SECURITY.md)").add_subparsers(
         dest="member_command", required=True
@@ -371,6 +376,22 @@ def cmd_user_role(args: argparse.Namespace, settings: Settings) -> None:
     except AppError as error:
         raise SystemExit(error.message) from None
     print(f"user '{args.name.strip()}' now has the {args.role} role", file=sys.stderr)
+
+
+def cmd_user_sign_out(args: argparse.Namespace, settings: Settings) -> None:
+    from app.errors import AppError
+    from app.services.users import UserService
+
+    async def work(context: AppContext) -> int:
+        async with context.db.unit_of_work() as session:
+            _, ended = await UserService(session).end_sessions(args.user)
+        return ended
+
+    try:
+        ended = _with_database(settings, work)
+    except AppError as error:
+        raise SystemExit(error.message) from None
+    print(f"{ended} console session(s) of user '{args.user.strip()}' ended", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- OAuth grants (MCP authorization)

@@ -125,6 +125,39 @@ class ApiToken(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+class ConsoleSession(Base):
+    """One console sign-in (app.services.sessions, migration 0018): the cookie carries a random secret, this row
+    its SHA-256, so signing out, an admin, a revoked token, a demotion or a new password ends it on the server
+    and a replayed cookie is refused. Not project data: the visibility rule has nothing to scope here."""
+
+    __tablename__ = "console_session"
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    secret_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("app_user.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)  # token, password, upstream: how it signed in
+    # The API token a token sign-in used: the session lives while it does.
+    token_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("api_token.id", ondelete="CASCADE"), index=True
+    )
+    # SHA-256 of the stored password hash a password sign-in matched: the session lives while it is the stored one.
+    password_mark: Mapped[bytes | None] = mapped_column(LargeBinary(32))
+    created_at: Mapped[datetime] = _created_at()
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_reason: Mapped[str | None] = mapped_column(String(32))  # sign_out, admin, token_revoke, role, password
+    __table_args__ = (
+        CheckConstraint("kind IN ('token', 'password', 'upstream')", name="known_kind"),
+        CheckConstraint(
+            "(kind = 'token') = (token_id IS NOT NULL) AND (kind = 'password') = (password_mark IS NOT NULL)",
+            name="credential_of_kind",
+        ),
+        Index("ix_console_session_expires_at", "expires_at"),
+    )
+
+
 class Project(Base):
     __tablename__ = "project"
     id: Mapped[uuid.UUID] = _uuid_pk()

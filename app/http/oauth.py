@@ -39,10 +39,12 @@ from app.errors import AppError
 from app.http.oidc import PENDING_COOKIE, PENDING_COOKIE_PATH, UpstreamSignIn
 from app.http.ui.session import COOKIE_PATH as CONSOLE_PATH
 from app.http.ui.session import SESSION_COOKIE as CONSOLE_SESSION_COOKIE
+from app.http.ui.session import open_session
 from app.services.auth import AuthService
 from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider, SignedIn
 from app.services.oidc import CALLBACK_PATH, START_PATH
 from app.services.passwords import TooManyAttempts
+from app.services.sessions import UPSTREAM
 
 # Served without the bearer check (they are how a client gets a token) and without the Host/Origin check
 # (browser-based clients call the JSON endpoints cross-origin, as the SDK's CORS headers allow).
@@ -454,7 +456,7 @@ class SignInPages:
             codec = self.upstream.console
             if codec is None or principal.user_id is None:
                 return self._upstream_refused("The console is off on this server.", 404, None)
-            cookie, _ = codec.issue_for_upstream(principal.user_id)
+            cookie = await open_session(self.provider.db, codec, principal.user_id, UPSTREAM)
             response = RedirectResponse(
                 _console_page(pending.console_next), status_code=303, headers={"Cache-Control": "no-store"}
             )

@@ -23,6 +23,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.users import TokenRow, UserRepository
 from app.errors import AppError, bad_request, not_found
+from app.services.sessions import TOKEN_REVOKED, TOKEN_ROTATED, ConsoleSessionService
 from app.services.users import UserService
 
 if TYPE_CHECKING:
@@ -212,12 +213,16 @@ class AuthService:
         return await self.users.list_tokens()
 
     async def revoke(self, token_id: str) -> None:
-        """Revoke an unrevoked token; refused when it is the last credential of the last admin who can sign in."""
+        """Revoke an unrevoked token, ending the console sessions signed in with it; refused when it is the last
+        credential of the last admin who can sign in."""
         users = UserService(self.users.session)
         before = await users.admins_before_change()
-        if not await self.users.revoke_token(_token_id(token_id)):
+        revoked_id = _token_id(token_id)
+        user_name = await self.users.revoke_token(revoked_id)
+        if user_name is None:
             raise not_found(f"No active token with id {token_id}")
         await users.refuse_lockout(before, f"revoking token {token_id}")
+        await ConsoleSessionService(self.users.session).end_for_token(revoked_id, user_name, TOKEN_REVOKED)
 
     async def rotate(self, token_id: str, expires_at: datetime | None) -> RotatedToken:
         """Revoke an unrevoked token (expired ones included) and issue its successor: same user, label."""
@@ -228,6 +233,8 @@ class AuthService:
         user, label = found
         assert user.user_id is not None
         await self.users.revoke_token(old_id)
+        # Its console sessions end with it: the successor is a new credential, to sign in with anew.
+        await ConsoleSessionService(self.users.session).end_for_token(old_id, user.name, TOKEN_ROTATED)
         token = generate_token()
         new_id = await self.users.insert_token(user.user_id, hash_token(token), label, expires_at)
         return RotatedToken(token, new_id, user, expires_at)

@@ -30,6 +30,7 @@ from app.services.job_runs import record_job_run
 from app.services.oauth_grants import purge_expired_oauth_rows
 from app.services.project_index_job import reconcile_project_indexes
 from app.services.proposals import expire_due_proposals
+from app.services.sessions import ConsoleSessionService
 
 logger = logging.getLogger(__name__)
 
@@ -131,18 +132,21 @@ _DECAY_BATCH_SQL = text(
 class Housekeeping:
     proposals_expired: int
     oauth_rows_purged: int  # expired OAuth requests, codes and tokens, and those of ended grants
+    console_sessions_purged: int = 0  # expired console sessions, and those ended over a day ago
 
 
 async def expire_housekeeping(db: Database) -> Housekeeping | None:
     """Pending proposals past their 30 days expire; spent or expired preview tokens older than a day go, and the
-    OAuth rows nothing can redeem any more (app.services.oauth_grants). None when another replica holds the job."""
+    OAuth rows nothing can redeem any more (app.services.oauth_grants), and the console sessions that ended or
+    expired (app.services.sessions). None when another replica holds the job."""
     async with db.unit_of_work() as session:
         if not await _locked(session, EXPIRY_LOCK_KEY):
             return None
         expired = await expire_due_proposals(session)
         await session.execute(text("DELETE FROM preview_token WHERE expires_at < now() - interval '1 day'"))
         purged = await purge_expired_oauth_rows(session)
-        return Housekeeping(expired, purged.total)
+        sessions = await ConsoleSessionService(session).purge()
+        return Housekeeping(expired, purged.total, sessions)
 
 
 # Every project's count and time, so a current estimate stays fresh (the vector leg trusts it for
@@ -187,7 +191,7 @@ async def _expiry(db: Database, _settings: Settings) -> str | None:
     return (
         f"{done.proposals_expired} pending proposal(s) expired; preview tokens dead for a day purged; "
         f"{done.oauth_rows_purged} expired OAuth row(s) purged"
-    )
+    ) + (f"; {done.console_sessions_purged} console session(s) purged" if done.console_sessions_purged else "")
 
 
 async def _counts(db: Database, _settings: Settings) -> str | None:

@@ -7,6 +7,9 @@ password or an unrevoked, unexpired API token — is refused with 409 and writes
 after the change, inside its transaction, under an advisory lock (two admins demoting each other take turns).
 A global demotion is also held to the members rule (app.services.membership): it may not leave a project with
 no admin who can reach it — the CLI's `user role` too, since `member add` fixes that first in one command.
+
+A lower role and a new or cleared password end the user's console sessions in the change's transaction
+(app.services.sessions); `end_sessions` is an admin's way to end them all.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from app.db.records import Principal
 from app.db.repositories.members import MemberRepository
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.users import AdminRow, UserRepository, UserRow
+from app.db.visibility import ROLE_RANK
 from app.errors import AppError, bad_request, conflict, not_found
+from app.services import sessions
 from app.services.passwords import hash_password, password_problem
+from app.services.sessions import ConsoleSessionService
 
 MAX_NAME_LENGTH = 200  # app_user.name
 
@@ -39,14 +45,10 @@ class UserService:
         self.users = UserRepository(session)
         self.members = MemberRepository(session)
         self.projects = ProjectRepository(session)
+        self.sessions = ConsoleSessionService(session)
 
     async def list_users(self) -> list[UserRow]:
         return await self.users.list_users()
-
-    async def password_session(self, user_id: uuid.UUID) -> tuple[Principal, str | None] | None:
-        """The user a console password session names, with their stored hash now (None: none set); None when
-        the user is gone."""
-        return await self.users.password_hash_by_id(user_id)
 
     async def find(self, name: str) -> Principal:
         user = await self.users.find(name.strip())
@@ -102,22 +104,33 @@ class UserService:
         change = f"changing the role of {user.name!r} to {role.value}"
         await self.refuse_lockout(before, change)
         await self.refuse_orphaning(administered, change)
+        if ROLE_RANK[role] < ROLE_RANK[user.role]:  # a raised role applies at the next page; a lowered one ends them
+            await self.sessions.end_for_user(user.user_id, user.name, sessions.ROLE_LOWERED)
         return Principal(user.user_id, user.name, role)
 
     async def set_password(self, name: str, password: str | None) -> Principal:
-        """Set (or, with None, clear) the user's password; clearing the only credential of the last admin who can
-        sign in is refused."""
+        """Set (or, with None, clear) the user's password, ending all their console sessions; clearing the only
+        credential of the last admin who can sign in is refused."""
         if password is not None and (problem := password_problem(password)) is not None:
             raise bad_request(problem)
         user = await self.find(name)
         assert user.user_id is not None
         if password is not None:
             await self.users.set_password_hash(user.user_id, await asyncio.to_thread(hash_password, password))
+            await self.sessions.end_for_user(user.user_id, user.name, sessions.PASSWORD_SET)
             return user
         before = await self.admins_before_change()
         await self.users.set_password_hash(user.user_id, None)
         await self.refuse_lockout(before, f"clearing the password of {user.name!r}")
+        await self.sessions.end_for_user(user.user_id, user.name, sessions.PASSWORD_CLEARED)
         return user
+
+    async def end_sessions(self, name: str) -> tuple[Principal, int]:
+        """End every console session of the user (an admin's sign-out of them everywhere); the user and how many
+        ended. Their tokens and password stay: revoke or clear those to keep them out."""
+        user = await self.find(name)
+        assert user.user_id is not None
+        return user, await self.sessions.end_for_user(user.user_id, user.name, sessions.BY_ADMIN)
 
     async def admins_before_change(self) -> list[AdminRow]:
         """The admins as they stand, with the lock taken until commit: call it before a change, then

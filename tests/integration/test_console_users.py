@@ -167,13 +167,19 @@ async def test_password_attempts_are_throttled_as_on_the_oauth_page(app_context:
         assert (await sign_in(client, await token_for(app_context, "ada", Role.writer))).status_code == 303
 
 
-async def test_a_changed_or_cleared_password_ends_its_sessions_and_a_role_change_applies_at_once(
+async def test_a_changed_or_cleared_password_or_a_lowered_role_ends_its_sessions(
     ui: httpx2.AsyncClient, app_context: AppContext
 ) -> None:
-    await user_with_password(app_context, "ada", Role.writer)
+    """A raised role applies at the next page; a lowered one ends the session (tests/security/test_sessions.py)."""
+    await user_with_password(app_context, "ada", Role.reader)
     await password_sign_in(ui, "ada", PASSWORD)
     async with app_context.db.unit_of_work() as session:
+        await UserService(session).set_role("ada", Role.writer)
+    assert "Signed in as <strong>ada</strong> (writer)" in (await ui.get("/ui/search")).text
+    async with app_context.db.unit_of_work() as session:
         await UserService(session).set_role("ada", Role.reader)
+    assert (await ui.get("/ui/search")).status_code == 303  # signed out
+    await password_sign_in(ui, "ada", PASSWORD)
     assert "Signed in as <strong>ada</strong> (reader)" in (await ui.get("/ui/search")).text
     await user_with_password(app_context, "ada", Role.reader, "another long password")
     assert (await ui.get("/ui/search")).status_code == 303  # signed out
@@ -308,7 +314,7 @@ async def test_no_change_may_leave_no_admin_or_none_who_can_sign_in(
     await ui.post("/ui/admin/users/password", data={"csrf": csrf, "name": "root", "password": PASSWORD + "2"})
     stepped = await ui.post("/ui/admin/users/role", data={"csrf": csrf, "name": "ada", "role": "writer"})
     assert stepped.status_code == 200 and "ada now has the writer role (was admin)." in stepped.text
-    assert (await ui.get("/ui/admin/users")).status_code == 403  # the role applies at the next page
+    assert (await ui.get("/ui/admin/users")).status_code == 303  # a lowered role ends the session
     actions = [action for action, _ in await audit(app_context)]
     assert actions == ["user_create", "user_password_set", "token_revoke", "user_password_set", "user_role"]
 

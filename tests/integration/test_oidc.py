@@ -30,8 +30,10 @@ from app.db.models import Role
 from app.http.oauth import api_token_role, oauth_routes
 from app.http.oidc import PENDING_COOKIE, UpstreamSignIn
 from app.http.ui.session import SESSION_COOKIE, SessionCodec
+from app.services import sessions
 from app.services.oauth import OAuthConfig, OAuthProvider
 from app.services.oidc import CALLBACK_PATH, STATE_MISMATCH, OidcSignIn
+from app.services.sessions import ConsoleSessionService
 from app.services.users import UserService
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, FakeOidcProvider, signing_key
 
@@ -285,10 +287,11 @@ async def test_the_console_signs_in_through_the_provider(sso: SingleSignOn) -> N
     callback = await sso.via_provider(f"/oauth/oidc/start?{urlencode({'console': '/ui/search?q=x'})}")
     assert callback.status_code == 303 and callback.headers["location"] == "/ui/search?q=x"
     session = sso.codec.read(sso.http.cookies.get(SESSION_COOKIE))
-    async with sso.db.unit_of_work() as db:
+    assert session is not None
+    async with sso.db.unit_of_work() as db:  # the server-side session it names (app.services.sessions)
+        found = await ConsoleSessionService(db).current(session.secret)
         ada = await UserService(db).find("ada")
-    assert session is not None and session.upstream and session.user_id == ada.user_id
-    assert session.token_hash is None and session.password_mark is None
+    assert found is not None and found.kind == sessions.UPSTREAM and found.principal.user_id == ada.user_id
     # Only console pages: another target is replaced by the console's home, never followed off-site.
     sso.http.cookies.clear()
     callback = await sso.via_provider(f"/oauth/oidc/start?{urlencode({'console': '//evil.example/'})}")

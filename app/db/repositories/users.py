@@ -27,8 +27,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import execute_core
 from app.db.locks import USER_ADMIN_LOCK_KEY, USER_CREATION_LOCK_KEY, hold_until_commit
-from app.db.models import ApiToken, AppUser, Role
+from app.db.models import ApiToken, AppUser, ConsoleSession, Role
 from app.db.records import Principal
+from app.db.repositories.console_sessions import live as live_session
 from app.ids import new_id
 
 # The uses app.services.auth.TokenUsage collected, in one statement whatever their number. unnest over two
@@ -89,6 +90,7 @@ class UserRow:
     has_password: bool
     active_tokens: int  # unrevoked and unexpired
     last_used_at: datetime | None  # the latest use of any of their tokens
+    console_sessions: int  # not ended, not expired
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,6 @@ class UserRepository:
         """The user and their password hash (None: no password set); None when there is no such user."""
         return await self._with_password_hash(AppUser.name == name)
 
-    async def password_hash_by_id(self, user_id: uuid.UUID) -> tuple[Principal, str | None] | None:
-        """`password_hash`, by the user's id (a console session signed in with a password)."""
-        return await self._with_password_hash(AppUser.id == user_id)
-
     async def _with_password_hash(self, which: ColumnElement[bool]) -> tuple[Principal, str | None] | None:
         row = (
             await self.session.execute(
@@ -165,6 +163,12 @@ class UserRepository:
             .where(ApiToken.user_id == AppUser.id)
             .lateral()
         )
+        open_sessions = (
+            select(func.count())
+            .where(ConsoleSession.user_id == AppUser.id, live_session())
+            .scalar_subquery()
+            .label("console_sessions")
+        )
         statement = (
             select(
                 AppUser.id,
@@ -174,6 +178,7 @@ class UserRepository:
                 AppUser.password_hash.is_not(None).label("has_password"),
                 tokens.c.active.label("active_tokens"),
                 tokens.c.last_used_at,
+                open_sessions,
             )
             .join(tokens, true())
             .order_by(AppUser.name)
@@ -247,8 +252,14 @@ class UserRepository:
         )
         return [TokenRow(**row._mapping) for row in await self.session.execute(statement)]
 
-    async def revoke_token(self, token_id: uuid.UUID) -> bool:
-        result = await self.session.execute(
-            update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None)).values(revoked_at=func.now())
-        )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+    async def revoke_token(self, token_id: uuid.UUID) -> str | None:
+        """Revoke an unrevoked token; its user's name, or None when there was no such token to revoke."""
+        row = (
+            await self.session.execute(
+                update(ApiToken)
+                .where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None), ApiToken.user_id == AppUser.id)
+                .values(revoked_at=func.now())
+                .returning(AppUser.name)
+            )
+        ).first()
+        return str(row.name) if row else None

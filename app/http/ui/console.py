@@ -25,18 +25,25 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.db.engine import is_unavailable
 from app.db.records import Principal
-from app.db.repositories.users import UserRepository
 from app.db.visibility import Caller, acting_as
 from app.http.ui.graph import legend, neighbourhood
-from app.http.ui.session import COOKIE_PATH, SESSION_COOKIE, SIGN_IN_COOKIE, SessionCodec, SessionData, same_token
+from app.http.ui.session import (
+    COOKIE_PATH,
+    SESSION_COOKIE,
+    SIGN_IN_COOKIE,
+    SessionCodec,
+    SessionData,
+    open_session,
+    same_token,
+)
 from app.mcp.registry import ToolSpec, dispatch
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.catalog import ALL_SPECS
-from app.services import recall_reads
-from app.services.auth import AuthService, hash_token
+from app.services import recall_reads, sessions
+from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.passwords import PasswordCheck, TooManyAttempts
-from app.services.users import UserService
+from app.services.sessions import ConsoleSessionService
 
 logger = logging.getLogger(__name__)
 
@@ -131,29 +138,20 @@ class Console:
     # ------------------------------------------------------------ sessions
 
     async def principal(self, request: Request) -> tuple[Principal | None, SessionData | None]:
-        """The signed-in user, looked up again on every request (a revoked token signs its sessions out)."""
+        """The signed-in user, looked up again on every request with their session (app.services.sessions): an
+        ended session, or one whose token or password went, is refused like an expired one."""
         if self.config.local is not None:
             return self.config.local(), None
         session = self.config.codec.read(request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None, None
-        async with self.context.db.autocommit() as db:  # one SELECT: the bearer check's, or the user's by id
-            if session.token_hash is None:
-                assert session.user_id is not None
-                found = await UserService(db).password_session(session.user_id)
-            else:
-                match = await UserRepository(db).token_for_hash(session.token_hash)
-                if match is None or match.expired:
-                    return None, None
-                return match.principal, session
+        async with self.context.db.autocommit() as db:  # one SELECT (and, once a minute, the last-seen UPDATE)
+            found = await ConsoleSessionService(db).current(session.secret)
         if found is None:
             return None, None
-        if session.upstream:  # valid while single sign-on stays on; the role is the user's now
-            return (found[0], session) if self.config.upstream else (None, None)
-        # A changed or cleared password ends the sessions the old one opened.
-        if not self.config.codec.same_password(session, found[1]):
+        if found.kind == sessions.UPSTREAM and not self.config.upstream:  # valid while single sign-on stays on
             return None, None
-        return found[0], session
+        return found.principal, session
 
     def render(self, request: Request, name: str, values: dict[str, Any], status: int = 200) -> Response:
         response = self.templates.TemplateResponse(request, name, values, status_code=status)
@@ -206,14 +204,18 @@ class Console:
             async with self.context.db.autocommit() as db:  # the bearer check's verification, token and all
                 # No TokenUsage: its flusher belongs to the /mcp app; `token list` shows MCP use, not sign-ins.
                 principal = await AuthService(db).verify(token)
+            if principal is None:
+                logger.info("console sign-in refused: token not accepted")
+                return self.sign_in_page(request, BAD_TOKEN, 401, next_page=form.get("next"))
+            assert principal.user_id is not None and principal.token_id is not None
+            # Revoked between the two: the session's lookup checks its token, so it would open nothing.
+            cookie = await open_session(
+                self.context.db, self.config.codec, principal.user_id, sessions.TOKEN, token_id=principal.token_id
+            )
         except Exception as error:
             if not is_unavailable(error):
                 raise
             return self.sign_in_page(request, "The database is unavailable; try again shortly.", 503)
-        if principal is None:
-            logger.info("console sign-in refused: token not accepted")
-            return self.sign_in_page(request, BAD_TOKEN, 401, next_page=form.get("next"))
-        cookie, _ = self.config.codec.issue(hash_token(token))
         logger.info("console sign-in: user %r (API token)", principal.name)
         return self.signed_in(request, form, cookie)
 
@@ -231,6 +233,15 @@ class Console:
             return refuse("Enter your user name and password to sign in.", 400)
         try:
             matched = await self.config.passwords.check(self.context.db, name, password)
+            if matched is None or matched.principal.user_id is None:
+                return refuse(BAD_PASSWORD, 401)
+            cookie = await open_session(
+                self.context.db,
+                self.config.codec,
+                matched.principal.user_id,
+                sessions.PASSWORD,
+                password_hash=matched.password_hash,
+            )
         except TooManyAttempts as refusal:
             wait = f"retry in {refusal.retry_after:.0f} s"
             response = refuse(f"Too many sign-in attempts for this user name: {wait}.", 429)
@@ -240,9 +251,6 @@ class Console:
             if not is_unavailable(error):
                 raise
             return refuse("The database is unavailable; try again shortly.", 503)
-        if matched is None or matched.principal.user_id is None:
-            return refuse(BAD_PASSWORD, 401)
-        cookie, _ = self.config.codec.issue_for_password(matched.principal.user_id, matched.password_hash)
         logger.info("console sign-in: user %r (password)", matched.principal.name)
         return self.signed_in(request, form, cookie)
 
@@ -261,6 +269,10 @@ class Console:
         principal, session = await self.principal(request)
         if principal is not None and not same_token(self.csrf(session), form.get("csrf")):
             return _csrf_refusal()
+        if session is not None:  # ended on the server: a copy of the cookie is refused from now on
+            async with self.context.db.unit_of_work() as db:
+                await ConsoleSessionService(db).sign_out(session.secret)
+            logger.info("console sign-out: user %r", principal.name if principal else None)
         response = RedirectResponse(f"{COOKIE_PATH}/sign-in", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, **_flags(request))
         return response

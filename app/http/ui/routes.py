@@ -65,6 +65,7 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/admin/users/role", page(admin_only(posting(users.user_role))), methods=["POST"]),
         Route("/admin/users/password", page(admin_only(posting(users.user_password))), methods=["POST"]),
         Route("/admin/users/password/clear", page(admin_only(posting(users.user_password_clear))), methods=["POST"]),
+        Route("/admin/users/sign-out", page(admin_only(posting(users.user_sign_out))), methods=["POST"]),
         Route("/admin/members", page(admin_only(members.members)), methods=["GET"]),
         Route("/admin/members/add", page(admin_only(posting(members.member_add))), methods=["POST"]),
         Route("/admin/members/remove", page(admin_only(posting(members.member_remove))), methods=["POST"]),

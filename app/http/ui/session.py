@@ -1,12 +1,11 @@
-"""Console sessions: an HMAC-signed cookie every replica accepts, and the CSRF tokens of the forms.
+"""Console sessions: an HMAC-signed cookie that names a server-side session, and the CSRF tokens of the forms.
 
-The cookie carries when it was issued, the session's CSRF token and what the user signed in with: the SHA-256
-of their API token (never the token itself, which also opens /mcp), or — signed in with a password — their user
-id and a mark of their stored password hash (an HMAC of it under the session key, never the hash), or — signed in
-through the upstream OpenID Connect provider — their user id and that mark of the sign-in's kind. Each request
-looks the user up again — for a token the same query `AuthService.verify` runs — so a revoked or expired token,
-a changed or cleared password, or a changed role applies at once, on any replica: what replicas must share is
-the database and `console.secret_key`, nothing held in memory.
+The cookie carries when it was issued, the session's CSRF token and the session's random secret; the server
+keeps only the secret's SHA-256, in `console_session` (app.services.sessions). Each request looks that row up
+again, with the user and what they signed in with, so signing out, an admin ending the user's sessions, a
+revoked or expired token, a new or cleared password or a lowered role applies at once, on any replica, and a
+copied cookie replayed after any of them is refused: what replicas must share is the database and
+`console.secret_key` (the signature turns a forged cookie away before any lookup), nothing held in memory.
 """
 
 from __future__ import annotations
@@ -23,8 +22,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
+
+from app.services.sessions import ConsoleSessionService
+
+if TYPE_CHECKING:
+    from app.db.engine import Database
 
 logger = logging.getLogger(__name__)
 
@@ -38,12 +43,9 @@ _KEY_CONTEXT = b"synaptomind console session v1"
 
 @dataclass(frozen=True)
 class SessionData:
-    token_hash: bytes | None  # hash_token(the API token): the key AuthService's lookup uses; None: a password
+    secret: str  # the server-side session's secret: its row holds the SHA-256 (app.services.sessions)
     issued_at: int
     csrf: str
-    user_id: uuid.UUID | None = None  # signed in with a password: the user, and the mark of the hash it matched
-    password_mark: str | None = None
-    upstream: bool = False  # signed in through the OpenID Connect provider: `user_id` alone, no password mark
 
 
 def load_secret(configured: SecretStr | None, data_dir: Path) -> bytes:
@@ -98,40 +100,11 @@ class SessionCodec:
     def _mac(self, body: str) -> str:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
 
-    def issue(self, token_hash: bytes, now: float | None = None) -> tuple[str, SessionData]:
-        """A session opened with an API token."""
-        return self._issue(SessionData(token_hash, _now(now), secrets.token_urlsafe(32)))
-
-    def issue_for_password(
-        self, user_id: uuid.UUID, password_hash: str, now: float | None = None
-    ) -> tuple[str, SessionData]:
-        """A session opened with a password: it lasts while the user's stored hash is the one that matched."""
-        mark = self.password_mark(password_hash)
-        return self._issue(SessionData(None, _now(now), secrets.token_urlsafe(32), user_id, mark))
-
-    def issue_for_upstream(self, user_id: uuid.UUID, now: float | None = None) -> tuple[str, SessionData]:
-        """A session opened through the upstream OpenID Connect provider: it lasts `max_age`, the user's role is
-        read again on every request."""
-        return self._issue(SessionData(None, _now(now), secrets.token_urlsafe(32), user_id, upstream=True))
-
-    def _issue(self, data: SessionData) -> tuple[str, SessionData]:
-        values: dict[str, object] = {"t": data.issued_at, "c": data.csrf}
-        if data.token_hash is not None:
-            values["h"] = data.token_hash.hex()
-        elif data.upstream:
-            values.update(u=str(data.user_id), o=1)
-        else:
-            values.update(u=str(data.user_id), p=data.password_mark)
-        body = _b64(json.dumps(values).encode())
+    def issue(self, secret: str, now: float | None = None) -> tuple[str, SessionData]:
+        """The cookie of the session whose secret this is, with a fresh CSRF token."""
+        data = SessionData(secret, _now(now), secrets.token_urlsafe(32))
+        body = _b64(json.dumps({"s": data.secret, "t": data.issued_at, "c": data.csrf}).encode())
         return f"{body}.{self._mac(body)}", data
-
-    def password_mark(self, password_hash: str) -> str:
-        """What a password session keeps of the hash it matched: keyed, so the cookie reveals nothing of it."""
-        return self._mac("password " + password_hash)
-
-    def same_password(self, session: SessionData, password_hash: str | None) -> bool:
-        """Whether the user's stored hash is still the one this password session signed in with."""
-        return password_hash is not None and same_token(session.password_mark, self.password_mark(password_hash))
 
     def local_csrf(self) -> str:
         """The forms' CSRF token with auth mode `none` (no session to hold one): derived from the signing key,
@@ -147,17 +120,30 @@ class SessionCodec:
             return None
         try:
             values = json.loads(_unb64(body))
-            if "h" in values:
-                data = SessionData(bytes.fromhex(values["h"]), int(values["t"]), str(values["c"]))
-            elif values.get("o") == 1:
-                data = SessionData(None, int(values["t"]), str(values["c"]), uuid.UUID(values["u"]), upstream=True)
-            else:
-                user_id, mark = uuid.UUID(values["u"]), str(values["p"])
-                data = SessionData(None, int(values["t"]), str(values["c"]), user_id, mark)
+            data = SessionData(str(values["s"]), int(values["t"]), str(values["c"]))
         except (ValueError, KeyError, TypeError, binascii.Error):
             return None
         age = (time.time() if now is None else now) - data.issued_at
         return data if 0 <= age < self.max_age else None
+
+
+async def open_session(
+    db: Database,
+    codec: SessionCodec,
+    user_id: uuid.UUID,
+    kind: str,
+    *,
+    token_id: uuid.UUID | None = None,
+    password_hash: str | None = None,
+) -> str:
+    """Open a server-side session for the user (`kind`: app.services.sessions' TOKEN, PASSWORD or UPSTREAM;
+    a token session names its token, a password session the hash it matched) and answer its cookie."""
+    async with db.unit_of_work() as session:
+        secret = await ConsoleSessionService(session).open(
+            user_id, kind, codec.max_age, token_id=token_id, password_hash=password_hash
+        )
+    cookie, _ = codec.issue(secret)
+    return cookie
 
 
 def _now(now: float | None) -> int:

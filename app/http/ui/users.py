@@ -1,10 +1,12 @@
 """The console's users page (admin only): every user with their global role, whether a password is set, their
-active tokens and last token use; creating a user, changing a role, setting or clearing a password.
+active tokens, last token use and open console sessions; creating a user, changing a role, setting or clearing
+a password, ending all of a user's console sessions.
 
 Every change goes through app.services.users (the service `synaptomind user …` and `token create` use), in its
 own unit of work with its audit event (`console` / `user_create`, `user_role`, `user_password_set`,
 `user_password_clear`), as the tokens page audits; the service refuses a change that would leave no admin, or no
-admin who can sign in.
+admin who can sign in. A lower role and a new or cleared password end the user's console sessions; so does
+**End sessions** (`session` / `end` audit events, app.services.sessions).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.db.records import Principal
+from app.db.visibility import ROLE_RANK
 from app.errors import AppError
 from app.http.ui.operations import admin_page, audit_change, parse_role
 from app.http.ui.session import SessionData
@@ -82,6 +85,8 @@ async def user_role(
     else:
         logger.info("console: user %r made %r a %s", principal.name, user.name, role.value)
         notice = f"{user.name} now has the {role.value} role (was {before.role.value})."
+        if ROLE_RANK[role] < ROLE_RANK[before.role]:
+            notice += " Their console sessions have ended."
     return await _users_page(console, request, principal, session, notice=notice)
 
 
@@ -114,7 +119,25 @@ async def _set_password(
         return await _users_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r %s the password of %r", principal.name, "set" if password else "cleared", user.name)
     if password is None:
-        notice = f"The password of {user.name} is cleared: they sign in with an API token only."
+        notice = (
+            f"The password of {user.name} is cleared and their console sessions have ended: they sign in with an "
+            "API token only."
+        )
     else:
-        notice = f"The password of {user.name} is set; their earlier password sessions have ended."
+        notice = f"The password of {user.name} is set; their console sessions have ended."
+    return await _users_page(console, request, principal, session, notice=notice)
+
+
+async def user_sign_out(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    """End every console session of the user (`synaptomind user sign-out`): their next page asks them to sign in.
+    The admin's own included, when they name themselves."""
+    try:
+        async with console.context.db.unit_of_work() as db:
+            user, ended = await UserService(db).end_sessions(form.get("name"))
+    except AppError as error:
+        return await _users_page(console, request, principal, session, error.status_code, error=error.message)
+    logger.info("console: user %r ended %d console session(s) of %r", principal.name, ended, user.name)
+    notice = f"{ended} console session(s) of {user.name} ended; their tokens and password still sign in."
     return await _users_page(console, request, principal, session, notice=notice)
