@@ -8,12 +8,14 @@ writer and a member of neither; the admin is an admin globally and a member of n
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
+from app.db.locks import PROJECT_PATHS_LOCK_KEY
 from app.db.models import Role
 from app.db.repositories.projects import ProjectRepository
 from app.services.context import AppContext
@@ -246,3 +248,32 @@ async def test_a_name_taken_meanwhile_names_what_the_call_set_never_none(
         "statusCode": 409,
         "retryable": False,
     }
+
+
+# ---------------------------------------------------------------- races
+
+
+async def test_a_registration_waits_for_one_under_way_and_then_sees_it(app_context: AppContext, cast: Team) -> None:
+    """Registrations take turns: while another transaction registers /srv/race (holding the paths lock, not yet
+    committed), bob's /srv/race/inner waits instead of passing a check that cannot see it, then is refused."""
+    waiting = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+    async with own_transaction(app_context) as session:
+        await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PROJECT_PATHS_LOCK_KEY})
+        await session.execute(
+            text("INSERT INTO project (id, name, local_path, is_default) VALUES (:id, 'race', '/srv/race', false)"),
+            {"id": uuid.uuid4()},
+        )
+        call = asyncio.ensure_future(
+            cast.bob("memory_manage", {"action": "create", "name": "inner", "local_path": "/srv/race/inner"})
+        )
+        for _ in range(400):  # until bob's call waits for the lock (or has answered: then the assertion says so)
+            async with own_transaction(app_context) as probe:
+                if (await probe.execute(waiting)).scalar_one() or call.done():
+                    break
+            await asyncio.sleep(0.025)
+        assert not call.done(), (await call).text
+    answer = await call
+    assert answer.text == overlap_refusal("/srv/race/inner")
+    async with own_transaction(app_context) as session:
+        names = (await session.execute(text("SELECT name FROM project WHERE name IN ('race', 'inner')"))).scalars()
+        assert sorted(names) == ["race"]
