@@ -29,6 +29,7 @@ HEALTH_REPORT_LOCK_KEY = 7_301_006
 USER_CREATION_LOCK_KEY = 7_302_001  # replicas starting together bootstrap one admin
 AUTO_CLUSTER_LOCK_KEY = 7_302_002  # auto_cluster confirms run one at a time
 USER_ADMIN_LOCK_KEY = 7_302_003  # role, password and token changes that could leave no admin, one at a time
+PROJECT_PATHS_LOCK_KEY = 7_302_004  # path registrations one at a time: the paths rule checks, then the row is written
 
 # Seeds of text keys, hashtextextended(text, seed): one lock per edge pair, per slot and owner, per queue.
 EDGE_PAIR_SEED = 7301

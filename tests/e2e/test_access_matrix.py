@@ -677,6 +677,93 @@ async def test_every_action_as_a_member_a_reader_member_and_a_non_member(served:
     }
 
 
+def path_overlap_refusal(path: str) -> str:
+    """The paths rule's one refusal (docs/SECURITY.md, "Paths"): at, inside or around, seen or not, alike."""
+    return (
+        f"Refused: local_path '{path}' is the path of another project, or lies inside or around it, and you are "
+        "not an admin of that project: registering it would change which project other users' cwd resolves to. "
+        "Choose a path outside other projects' paths (or omit local_path), or ask an admin of that project"
+    )
+
+
+def name_taken_refusal(name: str) -> str:
+    return (
+        f"A project named '{name}' already exists (project names are unique on the server, also among projects "
+        "you cannot see): choose another name"
+    )
+
+
+async def test_paths_and_names_of_a_closed_project_for_a_member_a_reader_member_and_a_non_member(
+    served: Served,
+) -> None:
+    """The paths rule over HTTP, in the membership dimension (`memory_manage` create and update):
+    - `rex`, a reader member, and `nora`, not a member (both global admins: only the project can refuse them),
+      registering a path at, inside or around the closed project — by create, or by moving their own project —
+      get one refusal, the same bytes for both, naming no project; nothing is written;
+    - the closed project's name answers them like the name of an open project (no id, no "None");
+    - `mia`, an admin there, registers inside and around it, and is told by name that its own path is taken.
+    """
+    tokens = {name: await served.token_for(name, Role.admin) for name in ("mia", "rex", "nora")}
+    admin = ToolCaller(served.context, await make_user(served.context, "setup-admin", Role.admin))
+    fixtures = VaultFixtures(admin, {"mia": Role.admin, "rex": Role.reader})
+    vault_id, vault_path = await fixtures.project()
+    vault_name = next(secret for secret in fixtures.secrets if secret != vault_id)
+    open_name = "matrix-open"  # a project everyone sees, below /srv too
+    await admin.ok("memory_manage", {"action": "create", "name": open_name, "local_path": f"/srv/{open_name}"})
+    wanted = {"inside": f"{vault_path}/src", "at": vault_path, "around": "/srv"}
+    cells: list[Cell] = []
+    async with AsyncExitStack() as stack:
+        sessions = {
+            name: await stack.enter_async_context(mcp_session(served.mcp_url, token)) for name, token in tokens.items()
+        }
+
+        async def refused(caller: str, arguments: dict[str, Any], message: str) -> None:
+            """Exactly `message` (a 409), nothing written, and nothing of the closed project a non-member did not
+            send (the same bytes for rex and nora: the messages name neither caller nor project)."""
+            before = await state(served.database)
+            result = await sessions[caller].call_tool("memory_manage", arguments)
+            body = text_of(result)
+            assert result.is_error and body == message, (caller, arguments, body)
+            assert result.structured_content is not None
+            assert result.structured_content["result"]["error"]["statusCode"] == 409
+            assert caller == "mia" or not _leaks(body, fixtures.secrets, arguments), (caller, arguments, body)
+            assert await state(served.database) == before, f"refused {arguments} for {caller} wrote"
+            cells.append(Cell("memory_manage", str(arguments["action"]), caller, "409"))
+
+        for caller in ("rex", "nora"):
+            own = await sessions[caller].call_tool(
+                "memory_manage", {"action": "create", "name": f"{caller}-own", "local_path": f"/home/{caller}"}
+            )
+            own_id = str(json.loads(text_of(own))["item"]["id"])
+            for where, path in wanted.items():
+                await refused(
+                    caller,
+                    {"action": "create", "name": f"{caller}-{where}", "local_path": path},
+                    path_overlap_refusal(path),
+                )
+                await refused(
+                    caller, {"action": "update", "project_id": own_id, "local_path": path}, path_overlap_refusal(path)
+                )
+            for name in (vault_name, open_name):
+                await refused(caller, {"action": "create", "name": name}, name_taken_refusal(name))
+                await refused(
+                    caller, {"action": "update", "project_id": own_id, "name": name}, name_taken_refusal(name)
+                )
+        await refused("mia", {"action": "create", "name": vault_name}, name_taken_refusal(vault_name))
+        await refused(
+            "mia",
+            {"action": "create", "name": "mia-at", "local_path": vault_path},
+            f"Project '{vault_name}' is already registered at '{vault_path}'",
+        )
+        for where in ("inside", "around"):
+            result = await sessions["mia"].call_tool(
+                "memory_manage", {"action": "create", "name": f"mia-{where}", "local_path": wanted[where]}
+            )
+            assert not result.is_error, text_of(result)
+            cells.append(Cell("memory_manage", "create", "mia", "ok"))
+    assert len(cells) == 2 * (3 * 2 + 2 * 2) + 2 + 2
+
+
 async def test_the_health_check_routes_count_a_callers_projects_only(served: Served) -> None:
     """/api/health-check counts what its caller may see; the fix, which judges every project's rows, is refused
     to an admin who cannot see them all (nothing written) and runs for one who can."""

@@ -128,20 +128,27 @@ async def test_create_without_optional_fields(writer: ToolCaller) -> None:
 
 
 async def test_duplicate_name_texts(writer: ToolCaller) -> None:
-    first = await create_project(writer, "Demo")
+    await create_project(writer, "Demo")
     answer = await writer("memory_manage", {"action": "create", "name": "Demo", "local_path": "/elsewhere"})
-    message = f"A project named 'Demo' already exists (id {first['id']})"
+    message = (  # the same text for a project the caller cannot see: no id (tests/security/test_paths.py)
+        "A project named 'Demo' already exists (project names are unique on the server, also among projects "
+        "you cannot see): choose another name"
+    )
     assert answer.text == message
     assert answer.error == {"message": message, "statusCode": 409, "retryable": False}
 
 
-async def test_duplicate_path_is_a_409_and_writes_nothing(writer: ToolCaller) -> None:
-    await create_project(writer, "Demo", "/srv/demo")
-    before = await snapshot(writer.context)
-    answer = await writer("memory_manage", {"action": "create", "name": "Other", "local_path": "/srv/demo/"})
-    message = "Project 'Demo' is already registered at '/srv/demo'"
+async def test_duplicate_path_is_a_409_and_writes_nothing(admin: ToolCaller, writer: ToolCaller) -> None:
+    await create_project(admin, "Demo", "/srv/demo")
+    before = await snapshot(admin.context)
+    answer = await admin("memory_manage", {"action": "create", "name": "Other", "local_path": "/srv/demo/"})
+    message = "Project 'Demo' is already registered at '/srv/demo'"  # named: the caller is an admin there
     assert answer.error == {"message": message, "statusCode": 409, "retryable": False}
-    assert await snapshot(writer.context) == before
+    # a writer is no admin of it: the paths rule's one text, which names no project (tests/security/test_paths.py)
+    refused = await writer("memory_manage", {"action": "create", "name": "Other", "local_path": "/srv/demo/"})
+    assert refused.error["statusCode"] == 409
+    assert refused.text.startswith("Refused: local_path '/srv/demo' is the path of another project")
+    assert await snapshot(admin.context) == before
 
 
 async def test_create_refuses_a_blank_name(writer: ToolCaller) -> None:
@@ -366,9 +373,9 @@ async def test_delete_unknown_project_is_a_404_and_issues_no_token(admin: ToolCa
 # ---------------------------------------------------------------- resolve
 
 
-async def test_resolve_the_registered_path_and_a_subdirectory(reader: ToolCaller, writer: ToolCaller) -> None:
-    project = await create_project(writer, "Demo", "/srv/demo")
-    await create_project(writer, "Nested", "/srv/demo/vendor/lib")
+async def test_resolve_the_registered_path_and_a_subdirectory(reader: ToolCaller, admin: ToolCaller) -> None:
+    project = await create_project(admin, "Demo", "/srv/demo")
+    await create_project(admin, "Nested", "/srv/demo/vendor/lib")  # inside Demo: its admin's to register
     expected = {"id": project["id"], "name": "Demo", "local_path": "/srv/demo"}
     for cwd in ("/srv/demo", "/srv/demo/", "/srv/demo/src/app", "/srv/demo/vendor"):
         answer = await reader.ok("memory_manage", {"action": "resolve", "cwd": cwd})
@@ -502,7 +509,7 @@ async def test_an_update_racing_a_create_for_the_same_name_is_a_409(
 ) -> None:
     """The duplicate check passes, then another call takes the name before the update writes it."""
     project = await create_project(admin, "Mine", "/srv/mine")
-    refuse = ProjectService._refuse_duplicates
+    refuse = ProjectService._refuse_taken
 
     async def then_taken(self: ProjectService, *args: Any) -> None:
         await refuse(self, *args)
@@ -511,7 +518,7 @@ async def test_an_update_racing_a_create_for_the_same_name_is_a_409(
                 text("INSERT INTO project (id, name, is_default) VALUES (:id, 'Wanted', false)"), {"id": uuid.uuid4()}
             )
 
-    monkeypatch.setattr(ProjectService, "_refuse_duplicates", then_taken)
+    monkeypatch.setattr(ProjectService, "_refuse_taken", then_taken)
     answer = await admin("memory_manage", {"action": "update", "project_id": project["id"], "name": "Wanted"})
     assert answer.error["statusCode"] == 409
     assert answer.text == "Another project took name 'Wanted' meanwhile; read the projects and retry"

@@ -6,7 +6,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Text, and_, any_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Text, and_, any_, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -60,6 +60,22 @@ def _record(row: Any) -> ProjectRecord:
     return ProjectRecord(**row._mapping)
 
 
+def path_and_ancestors(path: str) -> list[str]:
+    """A normalised path and every ancestor of it, nearest first: the paths whose project a cwd there resolves to.
+    The paths rule (ProjectService) reads the same list, so what it guards is exactly what resolution matches."""
+    candidates = [path]
+    parent = path
+    while "/" in parent.rstrip("/"):
+        parent = parent.rstrip("/").rsplit("/", 1)[0] or "/"
+        candidates.append(parent)
+    return candidates
+
+
+def _below(path: str) -> str:
+    """The prefix of every path inside `path` ("/" for the root itself)."""
+    return path.rstrip("/") + "/"
+
+
 class ProjectRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -79,18 +95,36 @@ class ProjectRepository:
         row = (await self.session.execute(select(*_COLUMNS).where(Project.name == name))).first()
         return _record(row) if row else None
 
-    async def find_by_path(self, path: str) -> ProjectRecord | None:
-        row = (await self.session.execute(select(*_COLUMNS).where(Project.local_path == path))).first()
-        return _record(row) if row else None
+    async def name_taken(self, name: str, except_id: uuid.UUID | None = None) -> bool:
+        """Whether another project has the name: any project, also one the caller cannot see (the name is unique
+        on the server; the caller is told it is taken, never by which project)."""
+        statement = select(Project.id).where(Project.name == name).execution_options(**UNSCOPED)
+        if except_id is not None:
+            statement = statement.where(Project.id != except_id)
+        return (await self.session.execute(statement.limit(1))).first() is not None
+
+    async def registered_near(self, path: str, except_id: uuid.UUID | None = None) -> list[tuple[uuid.UUID, str]]:
+        """(id, path) of every project registered at `path`, at an ancestor of it or inside it, also those the
+        caller cannot see: whose cwds a registration at `path` would take or give (the paths rule)."""
+        statement = (
+            select(Project.id, Project.local_path)
+            .where(
+                or_(
+                    Project.local_path == any_(bindparam("paths", type_=ARRAY(Text))),
+                    func.starts_with(Project.local_path, bindparam("below", type_=Text)),
+                )
+            )
+            .order_by(Project.local_path, Project.id)
+            .execution_options(**UNSCOPED)
+        )
+        if except_id is not None:
+            statement = statement.where(Project.id != except_id)
+        rows = await self.session.execute(statement, {"paths": path_and_ancestors(path), "below": _below(path)})
+        return [(row.id, str(row.local_path)) for row in rows]
 
     async def find_for_path(self, path: str) -> ProjectRecord | None:
         """The project registered at `path` or at its nearest registered ancestor."""
-        candidates = [path]
-        parent = path
-        while "/" in parent.rstrip("/"):
-            parent = parent.rstrip("/").rsplit("/", 1)[0] or "/"
-            candidates.append(parent)
-        row = (await execute_core(self.session, _NEAREST_REGISTERED, {"paths": candidates})).first()
+        row = (await execute_core(self.session, _NEAREST_REGISTERED, {"paths": path_and_ancestors(path)})).first()
         return _record(row) if row else None
 
     async def insert(self, name: str, local_path: str | None, description: str | None) -> uuid.UUID:
