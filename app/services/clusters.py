@@ -178,6 +178,10 @@ class ClusterService:
             projects = {member.project_id for member in members}
             newest = max(members, key=lambda member: member.created_at)
             groups.append(ClusterGroup(members, projects.pop() if len(projects) == 1 else None, cluster_title(newest)))
+        if any(group.project_id is None for group in groups):
+            # Such a group's cluster goes into the default project (materialize): the preview checks that role as
+            # its confirm does, so it never issues a token the confirm refuses.
+            await require_role(self.session, [(await ProjectRepository(self.session).ensure_default()).id])
         return groups, len(ids)
 
     async def materialize(self, groups: list[ClusterGroup]) -> None:
