@@ -19,7 +19,7 @@ from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, thoug
 from app.errors import not_found
 from app.ids import new_id
 from app.services.edges import EdgeService, edge_record
-from app.services.membership import may_write, require_role
+from app.services.membership import may_write, require_role, writable_projects
 from app.services.store import normalize_tags
 
 CLUSTER_TITLE_WORDS = 8
@@ -151,7 +151,8 @@ class ClusterService:
         if not ids:
             return [], 0
         eligible_ids = set(ids)
-        pairs = [(a, b) for a, b in await probe.pairs(ids, model_id, max_distance) if b in eligible_ids]
+        writable = await writable_projects(self.session)
+        pairs = [(a, b) for a, b in await probe.pairs(ids, model_id, max_distance, writable) if b in eligible_ids]
         parent = {thought_id: thought_id for thought_id in ids}
 
         def find(node: uuid.UUID) -> uuid.UUID:

@@ -255,6 +255,28 @@ async def test_compacting_a_read_only_thought_or_into_a_closed_project_is_refuse
     await refused_unchanged(cast.carl, "retention_review", into_secret)
 
 
+async def test_auto_cluster_groups_the_same_whatever_other_projects_hold(app_context: AppContext) -> None:
+    """auto_cluster clusters only what the caller may write, and its neighbours are drawn from there too: near
+    copies in a project the caller cannot see (or may only read) must not take the places of their own neighbours."""
+    cast = await team(app_context)
+    pair = ["The deploy pipeline pushes images to the registry", "Rollbacks restore the previous registry image"]
+    mine = [await own_thought(cast.carl, content) for content in pair]
+    copies = [{"content": f"{content} (copy {n})"} for content in pair for n in range(10)]
+    for owner_path in (cast.vault.path, cast.secret.path):  # carl cannot see vault; he only reads secret
+        await cast.alice.ok("memory_store", {"action": "bulk_create", "thoughts": copies, "cwd": owner_path})
+    old_enough = "UPDATE thought SET created_at = now() - interval '10 days' WHERE content LIKE ANY(:patterns)"
+    await execute(cast.alice, old_enough, patterns=[f"{content}%" for content in pair])
+    before = await closed_rows(cast)
+
+    call = {"action": "auto_cluster", "min_similarity": 0.9, "min_members": 2}
+    preview = await cast.carl.ok("memory_crystallize", call)
+    groups = [sorted(member["id"] for member in group["members"]) for group in preview.items]
+    assert groups == [sorted(mine)]
+    done = await cast.carl.ok("memory_crystallize", await confirmed_call(cast.carl, "memory_crystallize", call))
+    assert len(done.items) == 1
+    assert await closed_rows(cast) == before
+
+
 # ---------------------------------------------------------------- the thought's own writes
 
 
