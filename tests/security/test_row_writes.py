@@ -327,6 +327,22 @@ async def test_proposals_and_primers_of_a_project_one_only_reads_are_refused(app
     await refused_unchanged(cast.carl, "memory_primers", {"action": "delete", "primer_id": primer})
 
 
+async def test_applying_a_proposal_whose_link_starts_in_a_read_only_project_is_refused_in_its_preview(
+    app_context: AppContext,
+) -> None:
+    """A proposal of `open` (carl writes there) linking alice's thought of `secret` (carl only reads it): applying
+    writes an edge of `secret`, so the preview refuses as the confirm would, instead of issuing a token."""
+    cast = await team(app_context)
+    subject = cast.secret.thought_ids[2]
+    await cast.alice.ok(
+        "memory_store", {"action": "create", "content": "secret master key note 2 (open copy)", "cwd": OPEN_PATH}
+    )
+    queued = await cast.alice.ok("edge_review", {"action": "enqueue", "thought_id": subject, "cwd": OPEN_PATH})
+    [proposal, *_] = queued.item["proposal_ids"]
+    await refused_unchanged(cast.carl, "edge_review", {"action": "apply", "proposal_id": proposal})
+    await refused_unchanged(cast.carl, "edge_review", {"action": "apply_batch", "proposal_ids": [proposal]})
+
+
 # ---------------------------------------------------------------- hits: a read's bookkeeping
 
 
