@@ -63,18 +63,16 @@ async def own_thought(caller: ToolCaller, content: str) -> str:
     return str(stored.item["id"])
 
 
-def role_refusal(tool: str, action: str, user: str, needs: str = "writer") -> str:
-    return f"Forbidden: {tool} action={action} needs the {needs} role; user '{user}' is a reader"
+def role_refusal(tool: str, action: str, user: str) -> str:
+    return f"Forbidden: {tool} action={action} needs the writer role; user '{user}' is a reader"
 
 
-async def refused_unchanged(
-    caller: ToolCaller, tool: str, arguments: dict[str, Any], action: str | None = None, needs: str = "writer"
-) -> None:
-    """The call is the role refusal (in the project of the row it would change) and no table changed."""
+async def refused_unchanged(caller: ToolCaller, tool: str, arguments: dict[str, Any]) -> None:
+    """The call is the writer's role refusal (in the project of the row it would change) and no table changed."""
     before = await table_digests(caller.context)
     answer = await caller(tool, arguments)
     assert answer.error["statusCode"] == 403, answer.text
-    assert answer.error["message"] == role_refusal(tool, action or arguments["action"], caller.principal.name, needs)
+    assert answer.error["message"] == role_refusal(tool, arguments["action"], caller.principal.name)
     assert changed_tables(before, await table_digests(caller.context)) == []
 
 
@@ -107,11 +105,12 @@ async def test_a_child_under_a_thought_one_may_not_write_is_refused(app_context:
     create = {"action": "create", "content": "a child of a thought I may only read", "parent_id": parent}
     await refused_unchanged(caller, "memory_store", create)
     await refused_unchanged(caller, "memory_store", {**create, "cwd": OPEN_PATH})
-    rows_ = [
+    thoughts = [
         {"content": "a row of my own"},
         {"content": "a child row of a thought I may only read", "parent_id": parent},
     ]
-    await refused_unchanged(caller, "memory_store", {"action": "bulk_create", "thoughts": rows_, "cwd": OPEN_PATH})
+    bulk = {"action": "bulk_create", "thoughts": thoughts, "cwd": OPEN_PATH}
+    await refused_unchanged(caller, "memory_store", bulk)  # one such row refuses the call: nothing is written
 
 
 async def test_a_child_under_a_thought_one_may_write_lives_in_the_parents_project(app_context: AppContext) -> None:
