@@ -19,7 +19,7 @@ from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, thoug
 from app.errors import not_found
 from app.ids import new_id
 from app.services.edges import EdgeService, edge_record
-from app.services.membership import may_write, require_role
+from app.services.membership import may_write, require_role, writable_projects
 from app.services.store import normalize_tags
 
 CLUSTER_TITLE_WORDS = 8
@@ -151,7 +151,8 @@ class ClusterService:
         if not ids:
             return [], 0
         eligible_ids = set(ids)
-        pairs = [(a, b) for a, b in await probe.pairs(ids, model_id, max_distance) if b in eligible_ids]
+        writable = await writable_projects(self.session)
+        pairs = [(a, b) for a, b in await probe.pairs(ids, model_id, max_distance, writable) if b in eligible_ids]
         parent = {thought_id: thought_id for thought_id in ids}
 
         def find(node: uuid.UUID) -> uuid.UUID:
@@ -178,6 +179,10 @@ class ClusterService:
             projects = {member.project_id for member in members}
             newest = max(members, key=lambda member: member.created_at)
             groups.append(ClusterGroup(members, projects.pop() if len(projects) == 1 else None, cluster_title(newest)))
+        if any(group.project_id is None for group in groups):
+            # Such a group's cluster goes into the default project (materialize): the preview checks that role as
+            # its confirm does, so it never issues a token the confirm refuses.
+            await require_role(self.session, [(await ProjectRepository(self.session).ensure_default()).id])
         return groups, len(ids)
 
     async def materialize(self, groups: list[ClusterGroup]) -> None:

@@ -25,12 +25,25 @@ from app.db.visibility import UNSCOPED
 from app.errors import AppError, ErrorKind, bad_request, conflict, not_found
 from app.ids import new_id, parse_uuid
 from app.services.context import AppContext
-from app.services.membership import require_role
+from app.services.membership import require_role, require_thought_roles, writable_projects
 
 TOOL = "memory_store"  # the audit's name for the writes its actions ask for
 LINK_IMPORTANCE_BONUS = 0.1
 SELF_LOOP = "Edge cannot link a thought to itself (source_id and target_id are the same)"
 _COLUMNS = (Edge.id, Edge.source_id, Edge.target_id, Edge.type, Edge.created_at)
+
+
+# Thoughts the caller read through the rule (the bump's ids come from rows already read), so UNSCOPED; a restricted
+# caller's bump is held to the projects they may write (`_BUMP_WRITABLE`).
+_BUMP_SQL = (
+    "UPDATE thought SET importance = least(1.0, thought.importance + CAST(:bonus AS float8) * bumps.links) "
+    "FROM unnest(CAST(:ids AS uuid[]), CAST(:links AS int[])) AS bumps(id, links) "
+    "WHERE thought.id = bumps.id AND thought.importance < 1.0"  # at the cap: no new row version
+)
+_BUMP = text(_BUMP_SQL).execution_options(**UNSCOPED)
+_BUMP_WRITABLE = text(f"{_BUMP_SQL} AND thought.project_id = ANY(CAST(:projects AS uuid[]))").execution_options(
+    **UNSCOPED
+)
 
 
 def edge_record(row: object) -> EdgeRecord:
@@ -94,7 +107,7 @@ class EdgeService:
             raise bad_request(cluster_rule(source_id))
         existing = await self.pair_edge(source_id, target_id)
         if existing is not None:
-            relinked = await self._relink(existing, source_id, target_id, edge_type)
+            relinked = await self._relink(existing, source_id, target_id, edge_type, source_project)
             if relinked is not None:
                 return relinked
         edge_id = new_id()
@@ -151,30 +164,43 @@ class EdgeService:
         return [by_cluster[cluster_id] for cluster_id, _, _ in clusters]
 
     async def _bump_importance_by(self, links: Mapping[uuid.UUID, int]) -> None:
-        """LINK_IMPORTANCE_BONUS per link for each thought (capped at 1); rows locked in id order."""
+        """LINK_IMPORTANCE_BONUS per link for each thought (capped at 1); rows locked in id order.
+
+        Only thoughts of projects where the caller holds the action's role get it: an end the caller may only read
+        (linked *to*, or a cluster's member) is a row of another project, which this write must not change.
+        """
         ids = sorted(links)
-        await self.session.execute(
-            text(
-                "UPDATE thought SET importance = least(1.0, thought.importance + CAST(:bonus AS float8) * bumps.links) "
-                "FROM unnest(CAST(:ids AS uuid[]), CAST(:links AS int[])) AS bumps(id, links) "
-                "WHERE thought.id = bumps.id AND thought.importance < 1.0"  # at the cap: no new row version
-            ).execution_options(**UNSCOPED),  # thoughts the caller read and may write (require_role)
-            {"bonus": LINK_IMPORTANCE_BONUS, "ids": ids, "links": [links[thought_id] for thought_id in ids]},
-        )
+        parameters: dict[str, Any] = {
+            "bonus": LINK_IMPORTANCE_BONUS,
+            "ids": ids,
+            "links": [links[thought_id] for thought_id in ids],
+        }
+        writable = await writable_projects(self.session)
+        statement = _BUMP
+        if writable is not None:
+            statement, parameters["projects"] = _BUMP_WRITABLE, writable
+        await self.session.execute(statement, parameters)
 
     async def _relink(
-        self, existing: EdgeRecord, source_id: uuid.UUID, target_id: uuid.UUID, edge_type: EdgeType
+        self,
+        existing: EdgeRecord,
+        source_id: uuid.UUID,
+        target_id: uuid.UUID,
+        edge_type: EdgeType,
+        source_project: uuid.UUID,
     ) -> LinkResult | None:
         """The answer for a pair that already has an edge; None when that edge was deleted meanwhile (an unlink
         committed after it was read), so the caller creates the edge instead."""
         if existing.type == edge_type and edge_type in SYMMETRIC_EDGE_TYPES:
             return LinkResult(existing, created=False)  # symmetric re-link is an idempotent replay
         if existing.type == EdgeType.related and edge_type != EdgeType.related:
-            # A `related` placeholder is upgraded in place: same id, the asked type and direction.
+            # A `related` placeholder is upgraded in place: same id, the asked type and direction. It is a row of
+            # its source's project, maybe the other end's: changing it needs the role there too.
+            await self.require_writable([existing])
             await self.session.execute(
                 update(Edge)
                 .where(Edge.id == existing.id)
-                .values(type=edge_type, source_id=source_id, target_id=target_id)
+                .values(type=edge_type, source_id=source_id, target_id=target_id, project_id=source_project)
             )
             upgraded = await self.get(existing.id)
             return None if upgraded is None else LinkResult(upgraded, created=False)
@@ -211,10 +237,7 @@ class EdgeService:
     async def require_writable(self, edges: Iterable[EdgeRecord | None]) -> None:
         """Refuse the call unless the caller may write every edge given: an edge belongs to its source's
         project (app.services.membership.require_role); None entries (missing edges) are skipped."""
-        sources = {edge.source_id for edge in edges if edge is not None}
-        if sources:
-            rows = await self.session.execute(select(Thought.project_id).where(Thought.id.in_(sources)))
-            await require_role(self.session, [row.project_id for row in rows])
+        await require_thought_roles(self.session, {edge.source_id for edge in edges if edge is not None})
 
     async def _bump_importance(self, *thought_ids: uuid.UUID) -> None:
         await self._bump_importance_by(Counter(thought_ids))
@@ -225,6 +248,7 @@ class EdgeService:
 
     async def unlink(self, edge: EdgeRecord) -> bool:
         """Deletes a previewed edge and records it in the audit; False when it is gone already."""
+        await self.require_writable([edge])
         if not await self.delete(edge.id):
             return False
         details = {"source_id": str(edge.source_id), "target_id": str(edge.target_id), "type": edge.type.value}
@@ -236,6 +260,7 @@ class EdgeService:
         missing = [str(edge_id) for edge_id, edge in edges.items() if edge is None]
         if missing:  # validated before any delete: never a partial prune
             raise edges_not_found(missing)
+        await self.require_writable(edges.values())
         gone = [str(edge_id) for edge_id in edges if not await self.delete(edge_id)]
         if gone:  # deleted by a concurrent call since the check: refuse the whole batch, as for a missing id
             raise edges_not_found(gone)
@@ -255,6 +280,7 @@ class EdgeService:
         current = await self.get(edge.id)
         if current is None:  # deleted since it was read: a stale preview never writes blindly
             raise edge_not_found(edge.id)
+        await self.require_writable([current])
         await self.validate_retype(current, new_type)
         deleted = await self.session.execute(delete(Edge).where(Edge.id == edge.id).returning(Edge.project_id))
         project_id = deleted.scalar_one_or_none()

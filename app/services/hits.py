@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -13,36 +14,48 @@ from app.db.engine import execute_core
 from app.db.locks import row_locked
 from app.db.models import Primer, Thought, ThoughtHit
 from app.db.repositories.thoughts import id_in_param
+from app.db.visibility import VISIBLE_PROJECTS, caller_of
 from app.ids import new_id
 
 PROMOTION_BONUS = 0.15
+
 
 # One hit more for each thought (in id order: a stable lock order keeps concurrent callers deadlock-free). The
 # thoughts are read FOR KEY SHARE: a delete under way makes the read wait for it and then leave the deleted row
 # out, where counting it would fail the whole read on the foreign key. The SET LOCAL rides in the WHERE
 # (evaluated on the rows it counts) to save a round trip; with no row matched nothing is written and the commit
 # has nothing to flush anyway. Built once: every read call runs it.
-_COUNT_HITS = (
-    pg_insert(ThoughtHit)
-    .from_select(
-        ["thought_id", "project_id", "hit_count"],
-        row_locked(
-            select(Thought.id, Thought.project_id, literal(1))
-            .where(
-                id_in_param(Thought.id),
-                func.set_config("synchronous_commit", "off", True) == "off",
-            )
-            .order_by(Thought.id),
-            "key share",
-            of=Thought,
-        ),
+def _count_hits(*only: Any) -> Any:
+    return (
+        pg_insert(ThoughtHit)
+        .from_select(
+            ["thought_id", "project_id", "hit_count"],
+            row_locked(
+                select(Thought.id, Thought.project_id, literal(1))
+                .where(
+                    id_in_param(Thought.id),
+                    *only,
+                    func.set_config("synchronous_commit", "off", True) == "off",
+                )
+                .order_by(Thought.id),
+                "key share",
+                of=Thought,
+            ),
+        )
+        .on_conflict_do_update(
+            index_elements=[ThoughtHit.thought_id],
+            set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": func.now()},
+        )
+        .returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)
     )
-    .on_conflict_do_update(
-        index_elements=[ThoughtHit.thought_id],
-        set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": func.now()},
-    )
-    .returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)
-)
+
+
+_COUNT_HITS = _count_hits()
+# A token user's read counts hits only in the projects they are a member of (any role: the hit is the read's own
+# record): a global thought of a project they are not a member of counts none, so a non-member's reads change no
+# row of that project, its primers and importance included. The visibility rule keeps every row they cannot see
+# out of either statement.
+_COUNT_MEMBER_HITS = _count_hits(Thought.project_id.in_(VISIBLE_PROJECTS))
 
 
 class HitService:
@@ -51,7 +64,8 @@ class HitService:
         self.threshold = promote_threshold
 
     async def record(self, thought_ids: Iterable[uuid.UUID]) -> None:
-        """Count one hit per thought (memory_recall's reads, whose only write this bookkeeping is).
+        """Count one hit per thought (memory_recall's reads, whose only write this bookkeeping is), of the
+        projects the caller is a member of (docs/SECURITY.md, "Every write checks every row").
 
         Their commit does not wait for the WAL flush (`synchronous_commit = off` for this transaction):
         1-8 ms per read call on this machine's disk, for counters a crash may set back by a fraction of a
@@ -61,7 +75,8 @@ class HitService:
         if not ids:
             return
         # Core execution: through the ORM session a parameter dict for an INSERT would be a bulk insert.
-        rows = (await execute_core(self.session, _COUNT_HITS, {"ids": ids})).all()
+        statement = _COUNT_HITS if caller_of(self.session) is None else _COUNT_MEMBER_HITS
+        rows = (await execute_core(self.session, statement, {"ids": ids})).all()
         # Promotion happens at the moment the count reaches the threshold, once.
         await self._promote([(row.thought_id, row.project_id) for row in rows if row.hit_count == self.threshold])
 

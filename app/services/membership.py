@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.locks import RowLock
 from app.db.models import Role
 from app.db.records import ProjectRecord
 from app.db.repositories.members import MemberRepository, MemberRow
 from app.db.repositories.projects import ProjectRepository
+from app.db.repositories.thoughts import ThoughtRepository
 from app.db.repositories.users import UserRepository
 from app.db.visibility import ROLE_RANK, refresh_visibility, resolved
 from app.errors import bad_request, conflict, forbidden, not_found
@@ -49,6 +51,18 @@ async def require_role(session: AsyncSession, project_ids: Iterable[uuid.UUID], 
             raise forbidden(role_refusal(caller.call, needed, caller.principal.name, role))
 
 
+async def require_thought_roles(
+    session: AsyncSession, thought_ids: Iterable[uuid.UUID], needs: Role | None = None, *, lock: RowLock | None = None
+) -> dict[uuid.UUID, uuid.UUID]:
+    """`require_role` in the project of every thought given, for a write that changes a row of those projects
+    while it names the thoughts: a parent edge (it belongs to the parent's project), an edge changed through its
+    other end, a rollback's edge or thought. Answers {thought id: project id} of those that exist (read through
+    the visibility rule, optionally locked: an id the caller cannot see is left out, for their not-found)."""
+    found = await ThoughtRepository(session).projects_of(list(thought_ids), lock=lock)
+    await require_role(session, found.values(), needs)
+    return found
+
+
 async def may_write(session: AsyncSession, project_id: uuid.UUID, needs: Role | None = None) -> bool:
     """Whether `require_role` would let a write into the project through (for picking candidates)."""
     visibility = await resolved(session)
@@ -56,6 +70,17 @@ async def may_write(session: AsyncSession, project_id: uuid.UUID, needs: Role | 
         return True
     role = visibility.role_in(project_id) or Role.reader
     return ROLE_RANK[role] >= ROLE_RANK[needs or visibility.caller.needs]
+
+
+async def writable_projects(session: AsyncSession, needs: Role | None = None) -> list[uuid.UUID] | None:
+    """The projects where the caller holds `needs` (default: the action's role); None outside a restricted call
+    (everything is writable). For a side effect that goes only where the caller may write (an importance bump of a
+    link's ends), so one statement filters its rows instead of refusing the call."""
+    visibility = await resolved(session)
+    if visibility is None:
+        return None
+    needed = ROLE_RANK[needs or visibility.caller.needs]
+    return sorted(project_id for project_id, role in visibility.roles.items() if ROLE_RANK[role] >= needed)
 
 
 # ---------------------------------------------------------------- synaptomind member …

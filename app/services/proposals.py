@@ -17,10 +17,10 @@ from app.db.models import Edge, EdgeType, PlacementProposal, ProposalStatus, Tho
 from app.db.records import Principal, ThoughtRecord
 from app.db.repositories.audit import AuditRepository
 from app.db.repositories.thoughts import ThoughtRepository
-from app.errors import AppError, bad_request, not_found
+from app.errors import AppError, ErrorKind, bad_request, not_found
 from app.ids import new_id
 from app.services.edges import EdgeService
-from app.services.membership import require_role
+from app.services.membership import require_role, require_thought_roles
 from app.services.placement import Plan
 from app.services.supersede import SupersedeService
 
@@ -232,6 +232,14 @@ class ProposalService:
         await require_role(self.session, [proposal.project_id])  # every caller of get applies, rejects or previews them
         return proposal
 
+    async def get_to_apply(self, proposal_id: uuid.UUID, lock: bool = False) -> Proposal:
+        """The proposal (as `get`), once the caller's role allows what applying it writes: the link's source (the
+        edge lives in its project), the merge's two thoughts, the archived one. The preview checks this too, so it
+        never shows as applicable what the confirm would refuse."""
+        proposal = await self.get(proposal_id, lock=lock)
+        await require_thought_roles(self.session, _written_thoughts(proposal))
+        return proposal
+
     def describe(self, proposal: Proposal) -> str:
         if proposal.kind == "lifecycle":
             action = proposal.payload.get("action", "?")
@@ -243,7 +251,7 @@ class ProposalService:
 
     async def apply(self, proposal_id: uuid.UUID, run_id: uuid.UUID) -> dict[str, Any]:
         """Apply one pending proposal through exactly one existing writer; the row changes in this transaction."""
-        proposal = await self.get(proposal_id, lock=True)  # one writer per proposal
+        proposal = await self.get_to_apply(proposal_id, lock=True)  # one writer per proposal
         if proposal.status != ProposalStatus.pending:
             return {
                 "proposal_id": str(proposal_id),
@@ -261,6 +269,8 @@ class ProposalService:
             async with self.session.begin_nested():
                 undo = await self._write(proposal)
         except AppError as error:
+            if error.kind is ErrorKind.forbidden:  # a role refusal refuses the call (nothing written), not a row
+                raise
             return {"proposal_id": str(proposal_id), "status": "failed", "reason": error.message}
         await self.session.execute(
             update(PlacementProposal)
@@ -361,9 +371,11 @@ class ProposalService:
             return await self._unarchive(proposal, undo, row, execute)
         edge_id = uuid.UUID(undo["edge_id"])
         # Locked: an unlink or retype of this edge waits, so what is reported reverted is what was reverted.
-        current = await EdgeService(self.session, self.principal).get(edge_id, for_update=True)
+        edges = EdgeService(self.session, self.principal)
+        current = await edges.get(edge_id, for_update=True)
         if current is None or current.type.value != undo.get("type"):
             return {**row, "status": "skipped", "reason": "the edge changed since it was applied"}
+        await edges.require_writable([current])  # the edge reverted is a row of its source's project
         if execute:
             if "previous_type" in undo:
                 await self.session.execute(
@@ -388,6 +400,7 @@ class ProposalService:
         previous = undo.get("previous_status")
         if thought is None or thought.status != ThoughtStatus.archived or previous in (None, "archived"):
             return {**row, "status": "skipped", "reason": "the thought changed since it was archived"}
+        await require_role(self.session, [thought.project_id])  # it may have moved since it was archived
         if execute:
             await self.thoughts.update_fields(thought_id, {"status": ThoughtStatus(previous), "archived_at": None})
             await self._set_status(proposal.id, ProposalStatus.rolled_back)
@@ -399,6 +412,16 @@ class ProposalService:
             return {"proposal_id": str(proposal_id), "status": proposal.status.value, "changed": False}
         await self._set_status(proposal.id, ProposalStatus.rejected)
         return {"proposal_id": str(proposal_id), "status": "rejected", "changed": True}
+
+
+def _written_thoughts(proposal: Proposal) -> list[uuid.UUID]:
+    """The thoughts whose projects applying the proposal writes (ProposalService._write)."""
+    if proposal.target_id is None:
+        return [proposal.source_id]
+    if proposal.kind == "lifecycle":
+        merge = proposal.payload.get("action") == "merge"
+        return [proposal.source_id, proposal.target_id] if merge else [proposal.target_id]
+    return [proposal.target_id] if proposal.kind == "placement" else [proposal.source_id]
 
 
 async def expire_due_proposals(session: AsyncSession) -> int:

@@ -17,6 +17,7 @@ from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import thought_select, to_record
 from app.ids import new_id
 from app.services.frontier import FrontierService
+from app.services.membership import require_role
 
 SLOT_ORDER = ("pending_items", "architecture_decisions", "project_context", "active_goals")
 STORED_SLOTS = ("project_context", "active_goals")
@@ -46,6 +47,11 @@ def cut(content: str, max_chars: int, keep_newest: bool = False) -> tuple[str, b
     return (content[-max_chars:] if keep_newest else content[:max_chars]), True
 
 
+async def _require_slot_role(session: AsyncSession, project_id: uuid.UUID | None) -> None:
+    if project_id is not None:
+        await require_role(session, [project_id])
+
+
 class SlotService:
     def __init__(self, session: AsyncSession, max_chars: int) -> None:
         self.session = session
@@ -64,6 +70,9 @@ class SlotService:
         return rows.get(project_id) or rows.get(None)
 
     async def write(self, name: str, project_id: uuid.UUID | None, content: str) -> None:
+        """Upsert the owner's row: a project's slot needs the action's role in the project (a global slot is
+        everyone's: the action's role alone, checked by dispatch)."""
+        await _require_slot_role(self.session, project_id)
         statement = pg_insert(Slot).values(id=new_id(), project_id=project_id, name=name, content=content)
         await self.session.execute(
             statement.on_conflict_do_update(
@@ -78,6 +87,7 @@ class SlotService:
         An advisory lock on (name, owner) comes first: while the row does not exist there is nothing to lock,
         and two first writers would each build on '' and the second overwrite the first.
         """
+        await _require_slot_role(self.session, project_id)  # it is read to be written
         await hold_text_until_commit(self.session, f"slot:{name}:{project_id or 'global'}", SLOT_SEED)
         owner = Slot.project_id.is_(None) if project_id is None else Slot.project_id == project_id
         row = (

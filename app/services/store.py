@@ -21,7 +21,7 @@ from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError, bad_request, not_found
 from app.ids import new_id, parse_uuid
-from app.services.membership import require_role
+from app.services.membership import require_role, require_thought_roles
 from app.services.scope import normalize_path
 
 logger = logging.getLogger(__name__)
@@ -133,7 +133,11 @@ class StoreService:
         valid = [row for row in rows if isinstance(row, NewThought)]
         # Parents are locked against deletion as they are checked; live duplicates also against updates, since
         # their tags are merged read-modify-write (a concurrent merge waits, then reads ours).
-        parents = await self.thoughts.existing_ids([row.parent_id for row in valid if row.parent_id], lock="key share")
+        # A parent edge belongs to the parent's project (its source): the caller needs the role there too, and a
+        # parent they may only read refuses the call, as `link` from it would (nothing written, for batches too).
+        parents = await require_thought_roles(
+            self.session, [row.parent_id for row in valid if row.parent_id], lock="key share"
+        )
         duplicates = await self.thoughts.find_live_by_content(
             project.id, [row.content for row in valid], lock="no key update"
         )
@@ -171,7 +175,7 @@ class StoreService:
                 pending[thought_id] = self._insert_values(thought_id, project, row, vector, model_id)
                 inserts.append(pending[thought_id])
                 if row.parent_id is not None:
-                    edges.append(self._parent_edge(row.parent_id, thought_id, project.id))
+                    edges.append(self._parent_edge(row.parent_id, thought_id, parents[row.parent_id]))
                 links.extend(self._link_values(thought_id, project.id, row.url_links))
                 results.append(thought_id)
         if vectors is None and embedding is not None:
@@ -295,7 +299,8 @@ class StoreService:
         }
 
     def _parent_edge(self, parent_id: uuid.UUID, child_id: uuid.UUID, project_id: uuid.UUID) -> dict[str, Any]:
-        # parent → child: the source of a parent edge is the parent (docs/mcp-tools.md, action=create).
+        # parent → child: the source of a parent edge is the parent (docs/mcp-tools.md, action=create), and the
+        # edge lives in the parent's project, as every edge lives in its source's (EdgeService.link).
         return {
             "id": new_id(),
             "project_id": project_id,

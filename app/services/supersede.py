@@ -19,7 +19,7 @@ from app.errors import conflict, not_found
 from app.ids import new_id
 from app.services.context import AppContext
 from app.services.edges import EdgeService, edge_record
-from app.services.membership import require_role
+from app.services.membership import may_write, require_role
 from app.services.scope import normalize_path
 from app.services.store import check_content, normalize_tags
 
@@ -170,12 +170,15 @@ class SupersedeService:
         source, target = plan.source, plan.target
         if "project_id" in values:
             await require_role(self.session, [values["project_id"]])  # the target moves into that project
+        # An edge of another thought's project (from a thought the caller may only read) is theirs: it stays on
+        # the archived source, as one from a thought the caller cannot see does (it was never read).
+        movable = await self._writable_edges(plan.source_edges, source.id)
         if values:  # first, so every moved edge takes the project of its (possibly moved) source thought
             await self.thoughts.update_fields(target.id, values)
         project_id = values.get("project_id", target.project_id)
         edges = EdgeService(self.session, self.principal)
         transferred = 0
-        for edge in plan.source_edges:
+        for edge in movable:
             other = edge.target_id if edge.source_id == source.id else edge.source_id
             await edges.lock_pair(target.id, other)
             if await self._transfer(edge, other, source, target, edges):
@@ -203,6 +206,16 @@ class SupersedeService:
         merged = await self.thoughts.get(target.id)
         assert merged is not None
         return merged, transferred
+
+    async def _writable_edges(self, edges: Sequence[EdgeRecord], source_id: uuid.UUID) -> list[EdgeRecord]:
+        """The source's edges the caller may move: an edge belongs to its source's project, so one *from* another
+        thought needs the action's role in that thought's project (the source's own edges were checked with it)."""
+        others = {edge.source_id for edge in edges if edge.source_id != source_id}
+        projects = await self.thoughts.projects_of(sorted(others))
+        allowed = {
+            thought_id for thought_id, project_id in projects.items() if await may_write(self.session, project_id)
+        }
+        return [edge for edge in edges if edge.source_id == source_id or edge.source_id in allowed]
 
     async def _transfer(
         self,
@@ -304,4 +317,7 @@ async def _merge_values(
     project = await ProjectRepository(session).find_for_path(path) if path else None
     if project is not None and plan.target is not None and project.id != plan.target.project_id:
         values["project_id"] = project.id
+        # The target would move into that project: the preview checks the role its confirm needs there, so it
+        # never issues a token the confirm refuses.
+        await require_role(session, [project.id])
     return values

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import func, select, text
 
@@ -20,20 +21,32 @@ NEIGHBOURS = 10
 PROBE_EF_SEARCH = 20
 
 _HALF = f"halfvec({EMBEDDING_DIM})"  # the HNSW index's expression: app.db.vector.index_distance
-_PAIRS = text(
-    f"""
-    SELECT a.id AS a, n.id AS b
-    FROM thought a
-    CROSS JOIN LATERAL (
-        SELECT b.id, b.embedding::{_HALF} <=> a.embedding::{_HALF} AS distance
-        FROM thought b
-        WHERE b.embedding_model = :model AND b.id <> a.id
-        ORDER BY b.embedding::{_HALF} <=> a.embedding::{_HALF}
-        LIMIT :neighbours
-    ) n
-    WHERE a.id = ANY(:ids) AND a.embedding_model = :model AND n.distance < :max_distance
-    """
-)
+
+
+def _pairs_sql(restricted: bool) -> Any:
+    # A restricted caller's neighbours are drawn from the projects they may write only: rows they cannot see (or
+    # may only read) would otherwise take neighbour slots and change which pairs, and clusters, they are answered.
+    # The filtered walk still finds its neighbours: every pooled connection scans iteratively
+    # (app.db.vector.configure_vector_session).
+    within = "AND b.project_id = ANY(:projects)" if restricted else ""
+    return text(
+        f"""
+        SELECT a.id AS a, n.id AS b
+        FROM thought a
+        CROSS JOIN LATERAL (
+            SELECT b.id, b.embedding::{_HALF} <=> a.embedding::{_HALF} AS distance
+            FROM thought b
+            WHERE b.embedding_model = :model AND b.id <> a.id {within}
+            ORDER BY b.embedding::{_HALF} <=> a.embedding::{_HALF}
+            LIMIT :neighbours
+        ) n
+        WHERE a.id = ANY(:ids) AND a.embedding_model = :model AND n.distance < :max_distance
+        """
+    )
+
+
+_PAIRS = _pairs_sql(restricted=False)
+_PAIRS_WITHIN = _pairs_sql(restricted=True)
 
 
 class NeighbourProbe:
@@ -49,8 +62,15 @@ class NeighbourProbe:
         self.workers = max(1, workers)
 
     async def pairs(
-        self, thought_ids: Sequence[uuid.UUID], model_id: str, max_distance: float
+        self,
+        thought_ids: Sequence[uuid.UUID],
+        model_id: str,
+        max_distance: float,
+        projects: Sequence[uuid.UUID] | None = None,
     ) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """Each thought's near neighbours closer than `max_distance`; with `projects`, neighbours of those projects
+        only (a restricted caller's writable ones: the probes run on pooled connections, outside the caller's rule,
+        so the filter is what keeps rows of other projects out of the answer)."""
         chunks = [list(thought_ids[start : start + PROBE_CHUNK]) for start in range(0, len(thought_ids), PROBE_CHUNK)]
         slots = asyncio.Semaphore(self.workers)
 
@@ -63,8 +83,16 @@ class NeighbourProbe:
                         func.set_config("plan_cache_mode", "force_custom_plan", True),
                     )
                 )
-                parameters = {"ids": chunk, "model": model_id, "max_distance": max_distance, "neighbours": NEIGHBOURS}
-                return [(row.a, row.b) for row in await connection.execute(_PAIRS, parameters)]
+                parameters: dict[str, Any] = {
+                    "ids": chunk,
+                    "model": model_id,
+                    "max_distance": max_distance,
+                    "neighbours": NEIGHBOURS,
+                }
+                statement = _PAIRS
+                if projects is not None:
+                    statement, parameters["projects"] = _PAIRS_WITHIN, list(projects)
+                return [(row.a, row.b) for row in await connection.execute(statement, parameters)]
 
         try:
             async with asyncio.TaskGroup() as group:  # one failed chunk cancels the others

@@ -193,14 +193,17 @@ class ThoughtRepository:
             statement = row_locked(statement.order_by(Thought.id), lock, Thought)
         return {row.id: to_record(row) for row in await self.session.execute(statement)}
 
-    async def existing_ids(self, thought_ids: Sequence[uuid.UUID], *, lock: RowLock | None = None) -> set[uuid.UUID]:
-        """The ids that exist, optionally locked as in `get_many`."""
+    async def projects_of(
+        self, thought_ids: Sequence[uuid.UUID], *, lock: RowLock | None = None
+    ) -> dict[uuid.UUID, uuid.UUID]:
+        """{id: project id} of the ids that exist, optionally locked as in `get_many`: a write that changes a row
+        of their projects checks the caller's role there (app.services.membership.require_role)."""
         if not thought_ids:
-            return set()
-        statement = select(Thought.id).where(id_in(Thought.id, set(thought_ids)))
+            return {}
+        statement = select(Thought.id, Thought.project_id).where(id_in(Thought.id, set(thought_ids)))
         if lock is not None:
             statement = row_locked(statement.order_by(Thought.id), lock, Thought)
-        return {row.id for row in await self.session.execute(statement)}
+        return {row.id: row.project_id for row in await self.session.execute(statement)}
 
     async def find_live_by_content(
         self, project_id: uuid.UUID, contents: Sequence[str], *, lock: RowLock | None = None

@@ -4,7 +4,9 @@ safe fix, and API tokens.
 The overview lists the projects `memory_manage action=list` answers with their thoughts by status, counted in one
 grouped query (app.services.projects.thought_counts: the tools would need a `memory_reflect timeline` total per
 project and status, 3 × (projects + 1) calls); each background job's last run is app.services.job_runs'; the
-jobs' settings and the embedder's state are the lines of `memory_status action=config`.
+jobs' settings and the embedder's state are the lines of `memory_status action=config`. Nothing of a project the
+admin cannot see changes the page: the totals are the listed projects', and to an admin who is not a member of every
+project a job's outcome line (counts of every project) is withheld, its time and success still shown.
 
 Health shows the stored report (app.services.health_reports: what `memory_status action=health include_details=true`
 answered when the background job, or an admin's Check now, last checked), since every check takes ~0.3 s at 100 k
@@ -16,6 +18,7 @@ Tokens use the `AuthService` calls of the CLI's `synaptomind token …` commands
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,7 +32,7 @@ from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
 from app.db.repositories.health_reports import HealthReportRow
 from app.db.repositories.job_runs import JobRunRow
-from app.db.visibility import Caller, acting_as
+from app.db.visibility import Caller, acting_as, resolved
 from app.errors import AppError, bad_request
 from app.http.ui.session import SessionData
 from app.services.auth import AuthService, parse_expiry
@@ -70,7 +73,11 @@ def admin_only(handler: PageHandler) -> PageHandler:
 async def overview(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
     async def last_runs() -> dict[str, JobRunRow]:
         async with console.context.db.autocommit() as db:
-            return await JobRunService(db).last_runs()
+            runs = await JobRunService(db).last_runs()
+            visibility = await resolved(db)
+        if visibility is not None and not visibility.sees_all:
+            return {key: _withheld(run) for key, run in runs.items()}
+        return runs
 
     projects, config, counts, runs = await asyncio.gather(
         console.projects(principal),
@@ -84,7 +91,9 @@ async def overview(console: Console, request: Request, principal: Principal, ses
         found = by_project.get(str(project.get("id")), {})
         row = {status: found.get(status, 0) for status in COUNTED_STATUSES}
         rows.append({"project": project, "counts": row, "total": sum(row.values())})
-    everywhere = {status: sum(found.get(status, 0) for found in counts.values()) for status in COUNTED_STATUSES}
+    # The listed rows' sum: the counts also hold the global thoughts of projects the admin does not see (readable,
+    # but no row of theirs), which no total they get may count.
+    everywhere = {status: sum(row["counts"][status] for row in rows) for status in COUNTED_STATUSES}
     values = console.base(
         principal,
         session,
@@ -97,6 +106,17 @@ async def overview(console: Console, request: Request, principal: Principal, ses
         runs=_job_rows(runs),
     )
     return console.render(request, "operations.html", values, projects.status if projects.error else 200)
+
+
+WITHHELD_OUTCOME = "(what it did spans every project: shown to an admin who is a member of every project)"
+WITHHELD_ERROR = "(the message may name any project: shown to an admin who is a member of every project; see the log)"
+
+
+def _withheld(run: JobRunRow) -> JobRunRow:
+    """A job's run as an admin who cannot see every project is shown it: when, where and whether it succeeded, not
+    its outcome line, which counts (or, failed, may name) rows of every project — as the stored health report is
+    replaced by a live one of their projects (app.services.health_reports)."""
+    return dataclasses.replace(run, outcome=WITHHELD_OUTCOME if run.succeeded else WITHHELD_ERROR)
 
 
 def _job_rows(runs: dict[str, JobRunRow]) -> list[tuple[str, JobRunRow | None]]:

@@ -74,7 +74,7 @@ async def _proposal_id(args: ApplyArgs, ctx: CallContext) -> uuid.UUID:
 
 async def _plan_apply(args: ApplyArgs, ctx: CallContext, session: AsyncSession, proposal_id: uuid.UUID) -> Preview:
     service = ProposalService(session, ctx.principal)
-    proposal = await service.get(proposal_id)
+    proposal = await service.get_to_apply(proposal_id)
     current = proposal.fingerprint == await service.fingerprint(proposal.source_id, proposal.target_id)
     item = {
         "status": "dry_run",
@@ -105,7 +105,7 @@ async def _plan_apply_batch(
     rows = []
     for proposal_id in dict.fromkeys(ids):
         try:
-            proposal = await service.get(proposal_id)
+            proposal = await service.get_to_apply(proposal_id)
             rows.append(
                 {
                     "proposal_id": str(proposal_id),
