@@ -5,16 +5,23 @@ users of `tests/support/team.py` tried them over the tool boundary.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from sqlalchemy import text
 
+from app.config import Settings
+from app.db.models import Role
 from app.formats import iso
+from app.main import create_http_app
 from app.mcp import shaping
+from app.services.auth import AuthService
 from app.services.context import AppContext
 from tests.helpers import ToolCaller, own_transaction, rows
 from tests.support.team import OPEN_PATH, Team, changed_tables, table_digests, team
@@ -186,6 +193,37 @@ async def test_the_migration_repairs_what_an_earlier_release_stored(
             assert surface_times((await cast.bob.ok(tool, arguments)).result) == {iso(repaired)}
 
 
+@pytest.fixture
+async def console(app_context: AppContext, tmp_path: Path) -> AsyncIterator[httpx2.AsyncClient]:
+    """The console in-process, signed in with a token of a new writer (who sees the open project)."""
+    settings = Settings(_env_file=None, auth={"mode": "token"}, data_dir=tmp_path, jobs={"enabled": False})
+    transport = httpx2.ASGITransport(app=create_http_app(settings, app_context))
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as client:
+        async with app_context.db.unit_of_work() as session:
+            token, _ = await AuthService(session).create_token("reviewer", Role.writer, "inputs test")
+        form = await client.get("/ui/sign-in")
+        csrf = re.search(r'name="csrf" value="([^"]*)"', form.text)
+        assert csrf is not None
+        signed_in = await client.post("/ui/sign-in", data={"csrf": csrf[1], "token": token, "next": "/ui/search"})
+        assert signed_in.status_code == 303
+        yield client
+
+
+async def test_console_pages_of_a_time_stored_out_of_range_answer(cast: Team, console: httpx2.AsyncClient) -> None:
+    """The search, thought and timeline pages answered 500 for everyone once such a thought existed."""
+    target = cast.open_thought_ids[0]
+    async with stored_before_the_fix(cast.alice.context, target, "-infinity"):
+        pages = [
+            "/ui/search?query=open+note",
+            f"/ui/thoughts/{target}",
+            f"/ui/projects/{cast.open_project_id}/timeline",
+        ]
+        for page in pages:
+            answer = await console.get(page)
+            assert answer.status_code == 200, (page, answer.text[:300])
+            assert "open note 0" in answer.text, page
+
+
 def _migration_0022() -> Any:
     import importlib.util
     from pathlib import Path
@@ -237,6 +275,32 @@ async def test_a_failure_after_the_commit_does_not_claim_a_rollback(
     assert await rows(cast.bob, "SELECT content FROM thought WHERE id = CAST(:id AS uuid)", id=own) == [
         ("open note, edited",)
     ]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"action": "search", "query": "open note", "cwd": OPEN_PATH, "compact": False},
+        {"action": "clusters", "query": "open note", "cwd": OPEN_PATH, "compact": False},
+        {"action": "context", "query": "open note", "cwd": OPEN_PATH, "compact": False},
+        {"action": "get", "thought_id": "<open>", "compact": False},
+    ],
+)
+async def test_a_read_whose_answer_fails_counts_no_hit(
+    cast: Team, monkeypatch: pytest.MonkeyPatch, arguments: dict[str, Any]
+) -> None:
+    """The answer is built in the transaction that counts the hits: a crashed search wrote thought_hit rows."""
+    arguments = {key: cast.open_thought_ids[0] if value == "<open>" else value for key, value in arguments.items()}
+    if arguments["action"] == "clusters":  # a cluster to find
+        await cast.bob.ok("memory_crystallize", {"action": "cluster", "thought_ids": cast.open_thought_ids})
+    before = await table_digests(cast.alice.context)
+    with shaping_fails(monkeypatch):
+        answer = await cast.bob("memory_recall", arguments)
+    assert answer.is_error and answer.text.endswith("; the call was rolled back"), answer.text
+    assert changed_tables(before, await table_digests(cast.alice.context)) == []
+    answered = await cast.bob.ok("memory_recall", arguments)  # and without the fault, it counts them
+    assert answered.result
+    assert "thought_hit" in changed_tables(before, await table_digests(cast.alice.context))
 
 
 async def test_a_failure_before_the_commit_keeps_the_contract_text(cast: Team, monkeypatch: pytest.MonkeyPatch) -> None:
