@@ -17,9 +17,9 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Session
 
 from app.db.engine import is_unavailable
 from app.db.models import Role
@@ -452,20 +452,43 @@ def _classify(error: Exception, call: str = "this call") -> AppError | None:
 
 @dataclass
 class _Commits:
-    """Whether a unit of work of the running call has committed: a failure after that (shaping the answer, say)
-    must not claim that the call was rolled back."""
+    """Whether a transaction of the running call that wrote has committed: a failure after that (shaping the
+    answer, say) must not claim that the call was rolled back, nor that it was refused."""
 
     seen: bool = False
 
 
 _CALL_COMMITS: ContextVar[_Commits | None] = ContextVar("call_commits", default=None)
+_WROTE = "synapto_transaction_wrote"  # on the connection, from the first write of a transaction to its end
+_WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "MERGE")
 
 
-@event.listens_for(Session, "after_commit")
-def _note_commit(session: Session) -> None:
+@event.listens_for(Engine, "begin")
+def _transaction_begins(connection: Connection) -> None:
+    connection.info.pop(_WROTE, None)
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _note_a_write(
+    connection: Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+) -> None:
+    if _CALL_COMMITS.get() is None or connection.info.get(_WROTE):
+        return  # not a tool call (jobs, the CLI), or already known to write
+    dml = context is not None and (context.isinsert or context.isupdate or context.isdelete)
+    if dml or statement.lstrip()[:6].upper().startswith(_WRITE_VERBS):  # text() statements carry no flags
+        connection.info[_WROTE] = True
+
+
+@event.listens_for(Engine, "commit")
+def _note_commit(connection: Connection) -> None:
     commits = _CALL_COMMITS.get()
-    if commits is not None:  # a tool call's session (jobs, the console and the CLI have none)
+    if connection.info.pop(_WROTE, False) and commits is not None:
         commits.seen = True
+
+
+@event.listens_for(Engine, "rollback")
+def _note_rollback(connection: Connection) -> None:
+    connection.info.pop(_WROTE, None)
 
 
 def internal_error_text(tool: str, request_id: str, committed: bool) -> str:
