@@ -20,6 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.db.engine import is_unavailable
 from app.db.models import Role
@@ -453,42 +454,45 @@ def _classify(error: Exception, call: str = "this call") -> AppError | None:
 @dataclass
 class _Commits:
     """Whether a transaction of the running call that wrote has committed: a failure after that (shaping the
-    answer, say) must not claim that the call was rolled back, nor that it was refused."""
+    answer, say) must not claim that the call was rolled back, nor that it was refused. `writing`: the open
+    transaction has sent a write. Kept here, not on the connection: an invalidated connection (a lost database)
+    cannot be asked for its info without raising."""
 
     seen: bool = False
+    writing: bool = False
 
 
 _CALL_COMMITS: ContextVar[_Commits | None] = ContextVar("call_commits", default=None)
-_WROTE = "synapto_transaction_wrote"  # on the connection, from the first write of a transaction to its end
 _WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "MERGE")
 
 
 @event.listens_for(Engine, "begin")
-def _transaction_begins(connection: Connection) -> None:
-    connection.info.pop(_WROTE, None)
+@event.listens_for(Engine, "rollback")
+def _transaction_ends(connection: Connection) -> None:
+    commits = _CALL_COMMITS.get()
+    if commits is not None:
+        commits.writing = False
 
 
 @event.listens_for(Engine, "before_cursor_execute")
 def _note_a_write(
     connection: Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
 ) -> None:
-    if _CALL_COMMITS.get() is None or connection.info.get(_WROTE):
+    commits = _CALL_COMMITS.get()
+    if commits is None or commits.writing:
         return  # not a tool call (jobs, the CLI), or already known to write
     dml = context is not None and (context.isinsert or context.isupdate or context.isdelete)
     if dml or statement.lstrip()[:6].upper().startswith(_WRITE_VERBS):  # text() statements carry no flags
-        connection.info[_WROTE] = True
+        commits.writing = True
 
 
-@event.listens_for(Engine, "commit")
-def _note_commit(connection: Connection) -> None:
+@event.listens_for(Session, "after_commit")
+def _note_commit(session: Session) -> None:
+    """After the database confirmed the commit (a commit that fails never gets here); a savepoint's release
+    fires it too, and commits nothing yet."""
     commits = _CALL_COMMITS.get()
-    if connection.info.pop(_WROTE, False) and commits is not None:
-        commits.seen = True
-
-
-@event.listens_for(Engine, "rollback")
-def _note_rollback(connection: Connection) -> None:
-    connection.info.pop(_WROTE, None)
+    if commits is not None and commits.writing and not session.in_nested_transaction():
+        commits.seen, commits.writing = True, False
 
 
 def internal_error_text(tool: str, request_id: str, committed: bool) -> str:
