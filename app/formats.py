@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+# A tag list, wherever one is sent or kept by an update (app.mcp.tools.common.TagList, app.services.store).
+MAX_TAGS = 50
+MAX_TAG_LENGTH = 100
+
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
 MOMENT_RANGE = "1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z"

@@ -20,6 +20,7 @@ from app.db.repositories.thoughts import ThoughtRepository, content_md5
 from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError, bad_request, not_found
+from app.formats import MAX_TAGS
 from app.ids import new_id, parse_uuid
 from app.services.membership import require_role
 from app.services.scope import normalize_path
@@ -326,7 +327,13 @@ class StoreService:
 def _apply_tags(current: Sequence[str], tags: Sequence[str], mode: str) -> list[str]:
     incoming = normalize_tags(tags)
     if mode == "add":
-        return normalize_tags([*current, *incoming])
+        added = normalize_tags([*current, *incoming])
+        if len(added) > MAX_TAGS:  # the argument's bound, kept by the thought too (else repeated adds grow it)
+            raise bad_request(
+                f"Invalid 'tags': a thought carries at most {MAX_TAGS} tags; adding these makes {len(added)} — "
+                "remove some first (tags_mode=remove) or replace the set"
+            )
+        return added
     if mode == "remove":
         removed = {tag.lower() for tag in incoming}
         return [tag for tag in current if tag.lower() not in removed]

@@ -364,6 +364,24 @@ async def test_each_tag_is_at_most_100_characters_in_every_action(
     await refused(cast, cast.bob, tool, {**arguments, name: ["t" * 101]}, argument)
 
 
+async def test_repeated_adds_do_not_grow_a_thought_past_50_tags(cast: Team) -> None:
+    """update caps its argument at 50; `tags_mode: add` twice would otherwise keep 100, then 150, …"""
+    own = cast.open_thought_ids[0]
+    first = {"action": "update", "thought_id": own, "tags": tags(50), "tags_mode": "add"}
+    assert len((await cast.bob.ok("memory_store", first)).item["tags"]) == 50
+    more = {"action": "update", "thought_id": own, "tags": ["one more"], "tags_mode": "add"}
+    before = await table_digests(cast.alice.context)
+    answer = await cast.bob("memory_store", more)
+    assert answer.error["statusCode"] == 400
+    assert answer.error["message"] == (
+        "Invalid 'tags': a thought carries at most 50 tags; adding these makes 51 — remove some first "
+        "(tags_mode=remove) or replace the set"
+    )
+    assert changed_tables(before, await table_digests(cast.alice.context)) == []
+    again = {"action": "update", "thought_id": own, "tags": ["tag0", "TAG1"], "tags_mode": "add"}  # repeats: 50
+    assert len((await cast.bob.ok("memory_store", again)).item["tags"]) == 50
+
+
 async def test_fifty_tags_are_still_taken(cast: Team) -> None:
     """The bound, not a lower one: create and cluster take 50."""
     made = await cast.bob.ok("memory_store", {"action": "create", "content": "fifty tags", "tags": tags(50)})

@@ -17,12 +17,10 @@ from pydantic import AfterValidator, BeforeValidator, Field, Strict, StringConst
 from pydantic_core import PydanticCustomError
 
 from app.db.models import EdgeType
-from app.formats import parse_moment
+from app.formats import MAX_TAG_LENGTH, MAX_TAGS, parse_moment
 from app.ids import parse_uuid
 from app.mcp.registry import ActionArgs
 
-MAX_TAGS = 50  # tags in one argument: create, update, bulk_create rows, cluster, merge, compact
-MAX_TAG_LENGTH = 100
 MAX_BATCH = 1000  # ids or rows one call names: archive_batch, cluster members, link_batch, unlink_batch, compact
 MAX_TEXT = 100_000  # a size guard on a thought's text: the services hold it to `content.hard_limit`
 MAX_QUERY = 2000
@@ -32,7 +30,7 @@ IdStr = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 TagStr = Annotated[str, StringConstraints(max_length=MAX_TAG_LENGTH)]
 # The services trim each tag, refuse a blank one (`Invalid '<argument>': tags must be non-empty strings`) and
 # drop case-insensitive repeats (`app.services.store.normalize_tags`).
-TagList = Annotated[list[TagStr], Field(max_length=MAX_TAGS)]
+TagList = Annotated[list[TagStr], Field(max_length=MAX_TAGS)]  # create, update, bulk rows, cluster, merge, compact
 CwdStr = Annotated[str, StringConstraints(max_length=MAX_PATH)]
 TextStr = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
 IdList = Annotated[list[IdStr], Field(min_length=1, max_length=MAX_BATCH)]
