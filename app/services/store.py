@@ -160,10 +160,16 @@ class StoreService:
                 results.append(not_found(f"parent_id {row.parent_id} not found"))
             elif row.content in existing:
                 thought_id = existing[row.content]
+                # a live thought's tags, or those of a row inserted earlier in this batch (its pending insert)
+                kept = existing_tags if thought_id in existing_tags else {thought_id: pending[thought_id]["tags"]}
+                merged = normalize_tags([*kept[thought_id], *row.tags])
+                if len(merged) > MAX_TAGS:
+                    results.append(too_many_tags(len(merged), f"merging these into thought {thought_id}"))
+                    continue
                 if thought_id in existing_tags:
-                    existing_tags[thought_id] = normalize_tags([*existing_tags[thought_id], *row.tags])
-                else:  # a repeat of a row inserted earlier in this batch: merge into its pending insert
-                    pending[thought_id]["tags"] = normalize_tags([*pending[thought_id]["tags"], *row.tags])
+                    existing_tags[thought_id] = merged
+                else:
+                    pending[thought_id]["tags"] = merged
                 results.append(thought_id)
             else:
                 thought_id = fresh_ids[row.content]
@@ -324,15 +330,20 @@ class StoreService:
         ]
 
 
+def too_many_tags(count: int, how: str) -> AppError:
+    """The argument's bound, kept by a thought too: repeated adds or merges would grow it without one."""
+    return bad_request(
+        f"Invalid 'tags': a thought carries at most {MAX_TAGS} tags; {how} makes {count} — "
+        "remove some first (tags_mode=remove) or replace the set"
+    )
+
+
 def _apply_tags(current: Sequence[str], tags: Sequence[str], mode: str) -> list[str]:
     incoming = normalize_tags(tags)
     if mode == "add":
         added = normalize_tags([*current, *incoming])
         if len(added) > MAX_TAGS:  # the argument's bound, kept by the thought too (else repeated adds grow it)
-            raise bad_request(
-                f"Invalid 'tags': a thought carries at most {MAX_TAGS} tags; adding these makes {len(added)} — "
-                "remove some first (tags_mode=remove) or replace the set"
-            )
+            raise too_many_tags(len(added), "adding these")
         return added
     if mode == "remove":
         removed = {tag.lower() for tag in incoming}

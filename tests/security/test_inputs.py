@@ -382,6 +382,25 @@ async def test_repeated_adds_do_not_grow_a_thought_past_50_tags(cast: Team) -> N
     assert len((await cast.bob.ok("memory_store", again)).item["tags"]) == 50
 
 
+async def test_creates_of_the_same_content_do_not_grow_its_thought_past_50_tags(cast: Team) -> None:
+    """A create whose content lives already merges its tags into that thought: 50 + 50 would be 100."""
+    first = {"action": "create", "content": "one content", "cwd": OPEN_PATH, "tags": tags(50)}
+    made = await cast.bob.ok("memory_store", first)
+    again = {**first, "tags": [f"other{n}" for n in range(50)]}
+    before = await table_digests(cast.alice.context)
+    answer = await cast.bob("memory_store", again)
+    assert answer.error["message"] == (
+        f"Invalid 'tags': a thought carries at most 50 tags; merging these into thought {made.item['id']} makes "
+        "100 — remove some first (tags_mode=remove) or replace the set"
+    )
+    batch = {"action": "bulk_create", "cwd": OPEN_PATH, "thoughts": [{"content": "one content", "tags": ["x"]}]}
+    rows_answer = await cast.bob.ok("memory_store", batch)
+    assert rows_answer.items[0]["status"] == "failed" and "makes 51" in rows_answer.items[0]["error"]
+    assert changed_tables(before, await table_digests(cast.alice.context)) == []
+    repeat = await cast.bob.ok("memory_store", {**first, "tags": ["TAG0"]})  # a repeat adds nothing: answered
+    assert repeat.item["id"] == made.item["id"] and len(repeat.item["tags"]) == 50
+
+
 async def test_fifty_tags_are_still_taken(cast: Team) -> None:
     """The bound, not a lower one: create and cluster take 50."""
     made = await cast.bob.ok("memory_store", {"action": "create", "content": "fifty tags", "tags": tags(50)})
