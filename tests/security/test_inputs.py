@@ -5,7 +5,9 @@ users of `tests/support/team.py` tried them over the tool boundary.
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
@@ -23,6 +25,7 @@ from app.main import create_http_app
 from app.mcp import shaping
 from app.services.auth import AuthService
 from app.services.context import AppContext
+from app.services.portability import Portability
 from tests.helpers import ToolCaller, own_transaction, rows
 from tests.support.team import OPEN_PATH, Team, changed_tables, table_digests, team
 
@@ -222,6 +225,22 @@ async def test_console_pages_of_a_time_stored_out_of_range_answer(cast: Team, co
             answer = await console.get(page)
             assert answer.status_code == 200, (page, answer.text[:300])
             assert "open note 0" in answer.text, page
+
+
+async def test_an_import_holds_times_to_the_range(cast: Team) -> None:
+    """An export written by an earlier release may hold a year 1 (`-infinity` exports so): the import clamps it
+    instead of failing on the CHECK."""
+    async with own_transaction(cast.alice.context) as session:
+        lines = [line async for line in Portability(session).export(None)]
+    thought = next(json.loads(line) for line in lines if '"kind":"thought"' in line and "open note 0" in line)
+    copied = {**thought, "id": str(uuid.uuid4()), "content": "an imported note", "surface_after": "0001-01-01T00:00:00"}
+    copied.pop("embedding", None)
+    copied.pop("embedding_model", None)
+    async with own_transaction(cast.alice.context) as session:
+        inserted = await Portability(session).import_lines([json.dumps(copied)])
+    assert inserted["thought"] == 1
+    got = await cast.bob.ok("memory_recall", {"action": "get", "thought_id": copied["id"], "compact": False})
+    assert got.item["surface_after"] == "1970-01-01T00:00:00.000Z"
 
 
 def _migration_0022() -> Any:
