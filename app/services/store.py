@@ -160,15 +160,15 @@ class StoreService:
                 results.append(not_found(f"parent_id {row.parent_id} not found"))
             elif row.content in existing:
                 thought_id = existing[row.content]
-                # a live thought's tags, or those of a row inserted earlier in this batch (its pending insert)
-                kept = existing_tags if thought_id in existing_tags else {thought_id: pending[thought_id]["tags"]}
-                merged = normalize_tags([*kept[thought_id], *row.tags])
+                live = thought_id in existing_tags  # else a repeat of a row inserted earlier in this batch
+                current = existing_tags[thought_id] if live else pending[thought_id]["tags"]
+                merged = normalize_tags([*current, *row.tags])
                 if len(merged) > MAX_TAGS:
                     results.append(too_many_tags(len(merged), f"merging these into thought {thought_id}"))
                     continue
-                if thought_id in existing_tags:
+                if live:
                     existing_tags[thought_id] = merged
-                else:
+                else:  # merge into its pending insert
                     pending[thought_id]["tags"] = merged
                 results.append(thought_id)
             else:
