@@ -231,6 +231,11 @@ class Thought(Base):
         CheckConstraint("importance >= 0 AND importance <= 1", name="importance_range"),
         CheckConstraint("(status = 'archived') = (archived_at IS NOT NULL)", name="archived_at_matches_status"),
         CheckConstraint("(embedding IS NULL) = (embedding_model IS NULL)", name="embedding_has_model"),
+        # The range of a time a caller sends (app.formats; migration 0019): every read can format it.
+        CheckConstraint(
+            "surface_after >= '1970-01-01 00:00:00+00' AND surface_after <= '9999-12-31 23:59:59.999+00'",
+            name="surface_after_range",
+        ),
         Index("ix_thought_project_status_created", "project_id", "status", "created_at"),
         # Newest first in a project, and across every project (migration 0015): a timeline or list page of any
         # status reads its rows in order instead of sorting the whole scope (at 100 k thoughts ~150 ms → ~1 ms).

@@ -9,14 +9,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.db.engine import is_unavailable
 from app.db.models import Role
@@ -35,11 +39,14 @@ logger = logging.getLogger(__name__)
 INT64_LIMIT = 2**63
 
 
-class ActionArgs(BaseModel):
-    """Base of every per-action input model: unknown arguments are refused by name, and so are numbers
-    nothing downstream can hold (NaN, ±infinity, integers beyond PostgreSQL's 64-bit bigint)."""
+class ArgumentModel(BaseModel):
+    """Base of every input model, an action's and a nested object's (a link, a bulk_create row, a summary): unknown
+    keys are refused by name; types are strict, as JSON spells them (`"10"` or `true` is not a number, `"true"` or
+    `1` not a boolean: a client that sends them has a bug the answer should show, not hide); and so are numbers
+    nothing downstream can hold (NaN, ±infinity, integers beyond PostgreSQL's 64-bit bigint). Enum arguments take
+    their values' strings (`app.mcp.tools.common.EdgeTypeArg`)."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=False, allow_inf_nan=False)
 
     @field_validator("*", mode="after")
     @classmethod
@@ -47,6 +54,10 @@ class ActionArgs(BaseModel):
         if isinstance(value, int) and not isinstance(value, bool) and not -INT64_LIMIT <= value < INT64_LIMIT:
             raise ValueError("integer out of range (it must fit in 64 bits)")
         return value
+
+
+class ActionArgs(ArgumentModel):
+    """Base of every per-action input model."""
 
 
 @dataclass(frozen=True)
@@ -440,11 +451,70 @@ def _classify(error: Exception, call: str = "this call") -> AppError | None:
     return None
 
 
+@dataclass
+class _Commits:
+    """Whether a transaction of the running call that wrote has committed: a failure after that (shaping the
+    answer, say) must not claim that the call was rolled back, nor that it was refused. `writing`: the open
+    transaction has sent a write. Kept here, not on the connection: an invalidated connection (a lost database)
+    cannot be asked for its info without raising."""
+
+    seen: bool = False
+    writing: bool = False
+
+
+_CALL_COMMITS: ContextVar[_Commits | None] = ContextVar("call_commits", default=None)
+_WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "MERGE")
+
+
+@event.listens_for(Engine, "begin")
+@event.listens_for(Engine, "rollback")
+def _transaction_ends(connection: Connection) -> None:
+    commits = _CALL_COMMITS.get()
+    if commits is not None:
+        commits.writing = False
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _note_a_write(
+    connection: Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+) -> None:
+    commits = _CALL_COMMITS.get()
+    if commits is None or commits.writing:
+        return  # not a tool call (jobs, the CLI), or already known to write
+    dml = context is not None and (context.isinsert or context.isupdate or context.isdelete)
+    if dml or statement.lstrip()[:6].upper().startswith(_WRITE_VERBS):  # text() statements carry no flags
+        commits.writing = True
+
+
+@event.listens_for(Session, "after_commit")
+def _note_commit(session: Session) -> None:
+    """After the database confirmed the commit (a commit that fails never gets here); a savepoint's release
+    fires it too, and commits nothing yet."""
+    commits = _CALL_COMMITS.get()
+    if commits is not None and commits.writing and not session.in_nested_transaction():
+        commits.seen, commits.writing = True, False
+
+
+def internal_error_text(tool: str, request_id: str, committed: bool) -> str:
+    """The generic text of an unexpected failure: the contract's, unless the call had already committed."""
+    if committed:
+        return (
+            f"Internal error in {tool} (ref {request_id}) after the call's transaction was committed: what it "
+            "changed is saved. Read it back before retrying"
+        )
+    return f"Internal error in {tool} (ref {request_id}); the call was rolled back"
+
+
 async def dispatch(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal) -> CallToolResult:
     """Validate, authorise, run; every failure becomes an envelope. Each call gets a request id (in `_meta`)."""
     request_id = new_request_id()
     started = time.perf_counter()
-    result = await _dispatch(spec, arguments, app, principal, request_id)
+    commits = _Commits()
+    reset = _CALL_COMMITS.set(commits)
+    try:
+        result = await _dispatch(spec, arguments, app, principal, request_id, commits)
+    finally:
+        _CALL_COMMITS.reset(reset)
     result.meta = {**(result.meta or {}), "requestId": request_id}
     observe_call(spec.name, _action_label(spec, arguments), _outcome(result), started)
     return result
@@ -483,7 +553,7 @@ def _rate_limit(app: AppContext, principal: Principal) -> None:
 
 
 async def _dispatch(
-    spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal, request_id: str
+    spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal, request_id: str, commits: _Commits
 ) -> CallToolResult:
     try:
         action = _resolve_action(spec, arguments)
@@ -504,10 +574,14 @@ async def _dispatch(
                 answer = await action.handler(args, ctx)
         return wire.success(answer.payload, answer.raw_text)
     except Exception as error:
-        classified = _classify(error, _call_name(spec, arguments))
+        # After a commit, a driver or value error is no refusal ("nothing was written", "invalid arguments"): the
+        # call's changes are saved, and the answer says so.
+        classified = (
+            None if commits.seen and not isinstance(error, AppError) else _classify(error, _call_name(spec, arguments))
+        )
         if classified is not None:
             if classified is not error:
                 logger.warning("tool %s: %s (%s: %s)", spec.name, classified.message, type(error).__name__, error)
             return wire.classified_error(classified)
-        logger.exception("tool %s failed unexpectedly (ref %s)", spec.name, request_id)
-        return wire.unclassified_error(f"Internal error in {spec.name} (ref {request_id}); the call was rolled back")
+        logger.exception("tool %s failed unexpectedly (ref %s; committed: %s)", spec.name, request_id, commits.seen)
+        return wire.unclassified_error(internal_error_text(spec.name, request_id, commits.seen))

@@ -23,6 +23,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.users import TokenRow, UserRepository
 from app.errors import AppError, bad_request, not_found
+from app.formats import LATEST
 from app.services.sessions import TOKEN_REVOKED, TOKEN_ROTATED, ConsoleSessionService
 from app.services.users import UserService
 
@@ -81,10 +82,13 @@ def parse_expiry(value: str | None, now: datetime, default_days: int) -> datetim
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
             raise _expiry_refusal(value, usage) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        beyond = moment.astimezone(UTC) > LATEST  # the one range of a time (app.formats), readable back
     except OverflowError:  # past the year 9999
         raise _expiry_refusal(value, f"too far in the future; {usage}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+    if beyond:
+        raise _expiry_refusal(value, f"too far in the future; {usage}")
     if moment <= now:
         raise _expiry_refusal(value, f"that is not in the future (now is {now:%Y-%m-%d %H:%M} UTC); {usage}")
     return moment

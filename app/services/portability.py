@@ -18,6 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Edge, Primer, Project, Slot, Thought, ThoughtUrlLink
+from app.formats import clamped
 
 # Each kind with its model: exports select the ORM entities' columns, so an export `--user` sees only what that
 # user may read (app.db.visibility).
@@ -72,8 +73,8 @@ def _encode(value: Any) -> Any:
 def _decode(column: str, value: Any) -> Any:
     if value is None:
         return None
-    if column in _TIMESTAMPS:
-        return datetime.fromisoformat(value)
+    if column in _TIMESTAMPS:  # held to the range a time may have (an export of an earlier release may hold ±infinity)
+        return clamped(datetime.fromisoformat(value))
     if column in _UUIDS:
         return uuid.UUID(value)
     return value

@@ -4,14 +4,16 @@ clusters (`search`), `context`, `get`, `chain` and the paged inventory (`page`).
 A request names what to read; the service owns the rest — the query embedding started beside the
 transaction, the read scope, the thought filter and how the vector leg reads it, the relevance
 calibration of the active model, the hits it counts, and the links or clusters the answer attaches.
-The adapter shapes.
+The adapter shapes; a read that counts hits (search, clusters, context, get) takes the adapter's `answer` and
+builds it inside the transaction that counts them, so an answer that fails to build leaves no hit (issue 22).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -31,6 +33,11 @@ from app.services.scope import ReadScope, resolve_read_scope
 from app.services.search import QueryVector, SearchOutcome, SearchQuery, SearchService
 
 Links = dict[uuid.UUID, list[UrlLinkRecord]]
+Answered = TypeVar("Answered")
+
+
+def _as_is(found: Any) -> Any:
+    return found
 
 
 def calibration(app: AppContext) -> Calibration:
@@ -95,8 +102,15 @@ class SearchResult:
 
 
 async def search(app: AppContext, request: SearchRequest) -> SearchResult:
+    return await search_answered(app, request, _as_is)
+
+
+async def search_answered(
+    app: AppContext, request: SearchRequest, answer: Callable[[SearchResult], Answered]
+) -> Answered:
     """One search: an id-shaped query is looked up (it embeds only if the lookup misses); any other query's
-    embedding runs while the transaction resolves the scope and runs the lexical leg."""
+    embedding runs while the transaction resolves the scope and runs the lexical leg. `answer` runs before the
+    commit that counts the hits."""
     id_query = parse_id_query(request.text)
     vector = QueryVector(app.embedding, request.text)
     if id_query is None:
@@ -129,9 +143,9 @@ async def search(app: AppContext, request: SearchRequest) -> SearchResult:
             ids = [hit.thought.id for hit in outcome.hits]
             links = await _links(session, request.include_url_links, ids)
             clusters = await SearchRepository(session).clusters_of(ids) if request.group_by_cluster else {}
+            return answer(SearchResult(scope, outcome, links, clusters))
     finally:
         vector.cancel()
-    return SearchResult(scope, outcome, links, clusters)
 
 
 # ---------------------------------------------------------------- context
@@ -160,6 +174,13 @@ class ContextResult:
 
 
 async def context(app: AppContext, request: ContextRequest) -> ContextResult:
+    return await context_answered(app, request, _as_is)
+
+
+async def context_answered(
+    app: AppContext, request: ContextRequest, answer: Callable[[ContextResult], Answered]
+) -> Answered:
+    """The best match (or the given thought) and its neighbourhood; `answer` runs before the commit of the hits."""
     scope: ReadScope | None = None
     degraded = False
     vector = QueryVector(app.embedding, request.query or "")
@@ -181,16 +202,16 @@ async def context(app: AppContext, request: ContextRequest) -> ContextResult:
                 outcome = await search_service(session, app, count_hits=False).search(query)
                 degraded = outcome.degraded
                 if not outcome.hits:
-                    return ContextResult(None, [], [], scope, degraded, None)
+                    return answer(ContextResult(None, [], [], scope, degraded, None))
                 thought = outcome.hits[0].thought
             upstream, downstream = await GraphService(session).neighbourhood(thought.id, request.max_edges)
             neighbours = [n.thought.id for n in [*upstream, *downstream]]
             # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
             await HitService(session, app.settings.primer.promote_threshold).record([thought.id, *neighbours])
             links = await _links(session, request.include_url_links, [thought.id, *neighbours])
+            return answer(ContextResult(thought, upstream, downstream, scope, degraded, links))
     finally:
         vector.cancel()
-    return ContextResult(thought, upstream, downstream, scope, degraded, links)
 
 
 # ---------------------------------------------------------------- get, chain
@@ -203,12 +224,23 @@ class GetResult:
 
 
 async def get(app: AppContext, thought_id: uuid.UUID, include_edges: bool, include_url_links: bool) -> GetResult:
+    return await get_answered(app, thought_id, include_edges, include_url_links, _as_is)
+
+
+async def get_answered(
+    app: AppContext,
+    thought_id: uuid.UUID,
+    include_edges: bool,
+    include_url_links: bool,
+    answer: Callable[[GetResult], Answered],
+) -> Answered:
+    """One thought (and its edges); `answer` runs before the commit of its hit."""
     async with app.db.unit_of_work() as session:
         hits = HitService(session, app.settings.primer.promote_threshold)
         found = await RecallService(session, hits).get(thought_id, include_edges, app.settings.graph.max_degree)
         ids = [found.thought.id, *(n.thought.id for n in [*found.upstream, *found.downstream])]
         links = await _links(session, include_url_links, ids)
-    return GetResult(found, links)
+        return answer(GetResult(found, links))
 
 
 async def get_many(app: AppContext, thought_ids: list[uuid.UUID]) -> dict[uuid.UUID, ThoughtRecord]:

@@ -20,6 +20,7 @@ from app.db.repositories.thoughts import ThoughtRepository, content_md5
 from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError, bad_request, not_found
+from app.formats import MAX_TAGS
 from app.ids import new_id, parse_uuid
 from app.services.membership import require_role, require_thought_roles
 from app.services.scope import normalize_path
@@ -163,10 +164,16 @@ class StoreService:
                 results.append(not_found(f"parent_id {row.parent_id} not found"))
             elif row.content in existing:
                 thought_id = existing[row.content]
-                if thought_id in existing_tags:
-                    existing_tags[thought_id] = normalize_tags([*existing_tags[thought_id], *row.tags])
-                else:  # a repeat of a row inserted earlier in this batch: merge into its pending insert
-                    pending[thought_id]["tags"] = normalize_tags([*pending[thought_id]["tags"], *row.tags])
+                live = thought_id in existing_tags  # else a repeat of a row inserted earlier in this batch
+                current = existing_tags[thought_id] if live else pending[thought_id]["tags"]
+                merged = normalize_tags([*current, *row.tags])
+                if len(merged) > MAX_TAGS:
+                    results.append(too_many_tags(len(merged), f"merging these into thought {thought_id}"))
+                    continue
+                if live:
+                    existing_tags[thought_id] = merged
+                else:  # merge into its pending insert
+                    pending[thought_id]["tags"] = merged
                 results.append(thought_id)
             else:
                 thought_id = fresh_ids[row.content]
@@ -328,10 +335,21 @@ class StoreService:
         ]
 
 
+def too_many_tags(count: int, how: str) -> AppError:
+    """The argument's bound, kept by a thought too: repeated adds or merges would grow it without one."""
+    return bad_request(
+        f"Invalid 'tags': a thought carries at most {MAX_TAGS} tags; {how} makes {count} — "
+        "remove some first (tags_mode=remove) or replace the set"
+    )
+
+
 def _apply_tags(current: Sequence[str], tags: Sequence[str], mode: str) -> list[str]:
     incoming = normalize_tags(tags)
     if mode == "add":
-        return normalize_tags([*current, *incoming])
+        added = normalize_tags([*current, *incoming])
+        if len(added) > MAX_TAGS:  # the argument's bound, kept by the thought too (else repeated adds grow it)
+            raise too_many_tags(len(added), "adding these")
+        return added
     if mode == "remove":
         removed = {tag.lower() for tag in incoming}
         return [tag for tag in current if tag.lower() not in removed]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from enum import Enum
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -621,8 +621,9 @@ def valid_value(name: str, info: FieldInfo) -> st.SearchStrategy[Any]:
         return st.lists(link, max_size=2)
     if name == "summary" and _unwrap(info.annotation) is not str:
         return st.fixed_dictionaries({"content": SAFE_TEXT}, optional={"tags": st.lists(st.sampled_from(WORDS))})
-    if name == "surface_after":
-        return st.datetimes(timezones=st.just(UTC)).map(lambda moment: moment.isoformat())
+    if name == "surface_after":  # the range of a time argument (app.formats): 1970 to 9999, UTC
+        moments = st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(UTC))
+        return moments.map(lambda moment: moment.isoformat())
     if name == "fields":
         return st.lists(st.sampled_from(["id", "content", "tags", "status", "project", "name", "importance"]))
     annotation = _unwrap(info.annotation)

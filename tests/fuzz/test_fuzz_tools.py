@@ -228,6 +228,27 @@ FOUND = [
     # a long incompressible local_path broke the unique btree index on project.local_path
     ("memory_manage", {"action": "create", "name": "btree row", "local_path": "/" + noise(7, 1500)}, "local_path"),
     ("memory_manage", {"action": "create", "name": "index row", "local_path": "/" + noise(8, 4000)}, "local_path"),
+    # a time PostgreSQL stores and Python cannot read back (issue 22, B5): stored as -infinity, every read then failed
+    (
+        "memory_store",
+        {"action": "update", "thought_id": Ref("thought", 0), "surface_after": "0001-01-01"},
+        "surface_after",
+    ),
+    (
+        "memory_store",
+        {"action": "update", "thought_id": Ref("thought", 0), "surface_after": "9999-12-31T23:59:59-12:00"},
+        "surface_after",
+    ),
+    # tag lists without a bound (issue 22, B6), and numbers or booleans coerced from other JSON types
+    (
+        "memory_supersede",
+        {"action": "merge", "source_id": Ref("thought", 0), "target_id": Ref("thought", 1), "merged_tags": ["t"] * 51},
+        "merged_tags",
+    ),
+    ("memory_recall", {"action": "list", "limit": "10"}, "limit"),
+    ("memory_recall", {"action": "list", "limit": True}, "limit"),
+    ("memory_supersede", {"action": "archive", "thought_id": Ref("thought", 6), "confirm": "true"}, "confirm"),
+    ("memory_recall", {"action": "search", "query": "   "}, "query"),
     # an unbounded cluster title became a thought over the content CHECK constraint
     (
         "memory_crystallize",

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.mcp.tools.common import ConfirmArgs, CwdArgs, IdStr, ShapeArgs, TagStr
+from app.mcp.tools.common import ConfirmArgs, CwdArgs, IdList, ShapeArgs, TagList, TextStr
 
 TOOL = "memory_crystallize"
 StatusFilter = Literal["draft", "active", "archived", "all"]
@@ -21,9 +21,9 @@ class GraphArgs(CwdArgs, ShapeArgs):
 
 class ClusterArgs(CwdArgs):
     action: Literal["cluster"]
-    thought_ids: list[IdStr] = Field(min_length=1, max_length=1000, description="cluster members")
-    title: str | None = Field(default=None, description="cluster thought's content")
-    tags: list[TagStr] | None = Field(default=None, description="cluster thought's tags")
+    thought_ids: IdList = Field(description="cluster members")
+    title: TextStr | None = Field(default=None, description="cluster thought's content")
+    tags: TagList | None = Field(default=None, description="cluster thought's tags")
 
 
 class AutoClusterArgs(ConfirmArgs):

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field
 
 from app.config import SearchSettings
-from app.mcp.tools.common import CwdArgs, IdStr, LinksArgs, ShapeArgs, TagStr
+from app.mcp.tools.common import CwdArgs, IdStr, LinksArgs, QueryStr, ShapeArgs, TagStr
 
 TOOL = "memory_recall"
-QueryStr = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 StatusFilter = Literal["draft", "active", "archived", "all"]
 
 QUERY = "search text or thought id"

@@ -14,7 +14,7 @@ from app.mcp.tools.recall.args import ChainArgs, ClustersArgs, ContextArgs, GetA
 from app.services import recall_reads
 from app.services.graph import ChainStep
 from app.services.recall import Neighbour
-from app.services.recall_reads import ContextRequest, PageRequest, SearchRequest
+from app.services.recall_reads import ContextRequest, ContextResult, GetResult, PageRequest, SearchRequest, SearchResult
 from app.services.scope import ReadScope
 from app.services.search import Hit, SearchOutcome
 
@@ -64,7 +64,11 @@ def _meta(action: str, scope: ReadScope, outcome: SearchOutcome) -> Meta:
 
 
 async def _run_search(args: SearchArgs | ClustersArgs, ctx: CallContext, request: SearchRequest) -> ToolAnswer:
-    found = await recall_reads.search(ctx.app, request)
+    # shaped inside the read's transaction: an answer that fails to build counts no hit
+    return await recall_reads.search_answered(ctx.app, request, lambda found: _search_answer(args, request, found))
+
+
+def _search_answer(args: SearchArgs | ClustersArgs, request: SearchRequest, found: SearchResult) -> ToolAnswer:
     outcome = found.outcome
     shape, full = _shaper(args, found.links), args.compact is False
     items = [search_item(hit, shape, full) for hit in outcome.hits]
@@ -161,7 +165,10 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
         min_relevance=args.min_relevance,
         include_url_links=args.include_url_links,
     )
-    found = await recall_reads.context(ctx.app, request)
+    return await recall_reads.context_answered(ctx.app, request, lambda found: _context_answer(args, found))
+
+
+def _context_answer(args: ContextArgs, found: ContextResult) -> ToolAnswer:
     scope = found.scope
     meta = Meta(
         "context",
@@ -195,7 +202,12 @@ async def chain(args: ChainArgs, ctx: CallContext) -> ToolAnswer:
 
 async def get_thought(args: GetArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
-    read = await recall_reads.get(ctx.app, thought_id, args.include_edges, args.include_url_links)
+    return await recall_reads.get_answered(
+        ctx.app, thought_id, args.include_edges, args.include_url_links, lambda read: _get_answer(args, read)
+    )
+
+
+def _get_answer(args: GetArgs, read: GetResult) -> ToolAnswer:
     shape = _shaper(args, read.links)
     item = shape(read.found.thought)
     if args.include_edges:

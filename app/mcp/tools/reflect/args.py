@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from app.mcp.tools.common import CwdArgs, LinksArgs, ShapeArgs
+from app.mcp.tools.common import CwdArgs, LinksArgs, ShapeArgs, TextStr
 
 TOOL = "memory_reflect"
 GoalStr = Annotated[str, StringConstraints(max_length=500)]
@@ -22,8 +22,10 @@ class ReflectArgs(CwdArgs):
     goals_remove: list[GoalStr] | None = Field(
         default=None, max_length=100, description="drop goals containing any of these"
     )
-    decisions: list[str] | None = Field(default=None, max_length=100, description="→ active thoughts")
-    pending: list[str] | None = Field(default=None, max_length=100, description="→ drafts surfacing after wake_days")
+    decisions: list[TextStr] | None = Field(default=None, max_length=100, description="→ active thoughts")
+    pending: list[TextStr] | None = Field(
+        default=None, max_length=100, description="→ drafts surfacing after wake_days"
+    )
     wake_days: int = Field(default=7, ge=1, le=365, description="days until pending surfaces")
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from app.mcp.registry import ActionArgs
-from app.mcp.tools.common import CONFIRM, ConfirmArgs, IdStr, ShapeArgs, TagStr
+from app.mcp.tools.common import CONFIRM, ConfirmArgs, IdList, IdStr, ShapeArgs, TagList, TextStr
 
 TOOL = "retention_review"
 THOUGHT_ID = "thought id"
@@ -35,13 +35,13 @@ class DeleteArgs(ConfirmArgs):
 class CompactSummary(ActionArgs):
     """The summary thought `compact` creates (a nested object, not an action)."""
 
-    content: str
-    tags: list[TagStr] | None = None
+    content: TextStr
+    tags: TagList | None = None
     project_id: IdStr | None = None
 
 
 class CompactArgs(ActionArgs):
     action: Literal["compact"]
-    source_ids: list[IdStr] = Field(min_length=1, max_length=1000, description="thoughts to compact")
+    source_ids: IdList = Field(description="thoughts to compact")
     summary: CompactSummary = Field(description="{content, tags?, project_id?}")
     confirm: bool = Field(default=False, description=CONFIRM)

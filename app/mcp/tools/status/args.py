@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field
 
 from app.mcp.registry import ActionArgs
-from app.mcp.tools.common import CwdArgs, IdStr, ShapeArgs
+from app.mcp.tools.common import CwdArgs, IdStr, ShapeArgs, TextStr
 
 TOOL = "memory_status"
 
@@ -37,8 +37,6 @@ class ProposeArgs(CwdArgs, ShapeArgs):
     action: Literal["propose"]
     thought_id: IdStr | None = Field(default=None, description="thought to place")
     # a size guard only: the handler holds content to the configured hard limit (content.hard_limit)
-    content: Annotated[str, StringConstraints(max_length=100_000)] | None = Field(
-        default=None, description="draft text to place"
-    )
+    content: TextStr | None = Field(default=None, description="draft text to place")
     include_signals: bool = Field(default=False, description="every edge with its signals")
     max_edges: int | None = Field(default=None, ge=1, le=100, description="planned edges to show (slim: 3)")

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic import Field, StringConstraints, WithJsonSchema
 
 from app.db.models import EdgeType
-from app.mcp.registry import ActionArgs
-from app.mcp.tools.common import CONFIRM, ConfirmArgs, CwdArgs, IdStr, TagStr
+from app.mcp.registry import ActionArgs, ArgumentModel
+from app.mcp.tools.common import (
+    CONFIRM,
+    MAX_BATCH,
+    ConfirmArgs,
+    CwdArgs,
+    EdgeTypeArg,
+    IdList,
+    IdStr,
+    Moment,
+    TagList,
+    TextStr,
+)
 
 TOOL = "memory_store"
-ContentStr = Annotated[str, StringConstraints(max_length=100_000)]
 UrlStr = Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$")]
 Status = Literal["draft", "active", "archived"]
 
@@ -21,18 +30,16 @@ TAGS = "tags"
 EDGE_ID = "edge id"
 
 
-class UrlLinkInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class UrlLinkInput(ArgumentModel):
     text: Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
     url: UrlStr
 
 
-class ThoughtInput(BaseModel):
+class ThoughtInput(ArgumentModel):
     """One thought to create (create's own arguments, and a bulk_create row)."""
 
-    model_config = ConfigDict(extra="forbid")
-    content: ContentStr = Field(description="the thought's text")
-    tags: list[TagStr] | None = Field(default=None, max_length=50, description=TAGS)
+    content: TextStr = Field(description="the thought's text")
+    tags: TagList | None = Field(default=None, description=TAGS)
     status: Status | None = Field(default=None, description="not archived (memory_supersede)")
     is_protected: bool = Field(default=False, description="exempt from retention")
     is_global: bool = Field(default=False, description="visible in every project")
@@ -47,13 +54,13 @@ class CreateArgs(ThoughtInput, CwdArgs):
 class UpdateArgs(CwdArgs):
     action: Literal["update"]
     thought_id: IdStr = Field(description="thought to update")
-    content: ContentStr | None = Field(default=None, description="the thought's text")
-    tags: list[TagStr] | None = Field(default=None, max_length=50, description=TAGS)
+    content: TextStr | None = Field(default=None, description="the thought's text")
+    tags: TagList | None = Field(default=None, description=TAGS)
     tags_mode: Literal["replace", "add", "remove"] | None = Field(default=None, description="default replace")
     status: Status | None = Field(default=None, description="not archived (memory_supersede)")
     is_protected: bool | None = Field(default=None, description="exempt from retention")
     is_global: bool | None = Field(default=None, description="visible in every project")
-    surface_after: datetime | None = Field(default=None, description="ISO time a draft stays hidden until")
+    surface_after: Moment | None = Field(default=None, description="ISO time a draft stays hidden until")
 
 
 class BulkCreateArgs(CwdArgs):
@@ -65,20 +72,19 @@ class LinkArgs(ActionArgs):
     action: Literal["link"]
     source_id: IdStr = Field(description="source (parent/earlier)")
     target_id: IdStr = Field(description="edge target")
-    edge_type: EdgeType = Field(default=EdgeType.related, description="link: default related; link_batch: ignored")
+    edge_type: EdgeTypeArg = Field(default=EdgeType.related, description="link: default related; link_batch: ignored")
 
 
-class LinkItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LinkItem(ArgumentModel):
     source: IdStr
     target: IdStr
-    type: EdgeType = EdgeType.related
+    type: EdgeTypeArg = EdgeType.related
 
 
 class LinkBatchArgs(ActionArgs):
     action: Literal["link_batch"]
-    links: list[LinkItem] = Field(min_length=1, max_length=1000, description="[{source, target, type?}]")
-    edge_type: EdgeType | None = Field(default=None, description="link: default related; link_batch: ignored")
+    links: list[LinkItem] = Field(min_length=1, max_length=MAX_BATCH, description="[{source, target, type?}]")
+    edge_type: EdgeTypeArg | None = Field(default=None, description="link: default related; link_batch: ignored")
 
 
 class UnlinkArgs(ConfirmArgs):
@@ -88,7 +94,7 @@ class UnlinkArgs(ConfirmArgs):
 
 class UnlinkBatchArgs(ActionArgs):
     action: Literal["unlink_batch"]
-    edge_ids: list[IdStr] = Field(min_length=1, max_length=1000, description="edges to remove")
+    edge_ids: IdList = Field(description="edges to remove")
     confirm: bool = Field(default=False, description=CONFIRM)
 
 
@@ -96,4 +102,4 @@ class RetypeArgs(ConfirmArgs):
     action: Literal["retype"]
     edge_id: IdStr = Field(description=EDGE_ID)
     # Its values are edge_type's, listed once in the schema (the model still refuses any other).
-    new_type: Annotated[EdgeType, WithJsonSchema({"type": "string"})] = Field(description="an edge_type value")
+    new_type: Annotated[EdgeTypeArg, WithJsonSchema({"type": "string"})] = Field(description="an edge_type value")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.mcp.tools.common import ConfirmArgs, CwdStr, IdStr, TagStr
+from app.mcp.tools.common import ConfirmArgs, CwdStr, IdList, IdStr, TagList, TextStr
 
 TOOL = "memory_supersede"
 
@@ -18,13 +18,13 @@ class ArchiveArgs(ConfirmArgs):
 
 class ArchiveBatchArgs(ConfirmArgs):
     action: Literal["archive_batch"]
-    thought_ids: list[IdStr] = Field(min_length=1, max_length=1000, description="thoughts to archive")
+    thought_ids: IdList = Field(description="thoughts to archive")
 
 
 class MergeArgs(ConfirmArgs):
     action: Literal["merge"]
     source_id: IdStr = Field(description="thought merged away")
     target_id: IdStr = Field(description="surviving thought")
-    merged_content: str | None = Field(default=None, description="new content of the target")
-    merged_tags: list[TagStr] | None = Field(default=None, description="new tag set of the target")
+    merged_content: TextStr | None = Field(default=None, description="new content of the target")
+    merged_tags: TagList | None = Field(default=None, description="new tag set of the target")
     cwd: CwdStr | None = Field(default=None, description="result's project (default: target's)")
