@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -18,7 +19,7 @@ from app.db.models import Role
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from app.main import DatabaseHandle
+    from app.db.opening import DatabaseHandle
     from app.services.context import AppContext
 
 
@@ -182,8 +183,8 @@ def _open_database(settings: Settings) -> DatabaseHandle:
     serve short pages for project-filtered searches; the message says what is needed and what was found.
     """
     from app.db import migrations
+    from app.db.opening import open_database
     from app.db.requirements import DatabaseRequirementError, check_database
-    from app.main import open_database
 
     handle = open_database(settings, migrate=False)
     try:
@@ -216,9 +217,24 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
-    from app.main import background, build_context, build_server, local_principal
+    from concurrent.futures import ThreadPoolExecutor
 
-    handle = _open_database(settings)
+    # The database opens (the embedded PostgreSQL's start is mostly waiting on its subprocess; alembic's import
+    # and check) while this thread imports the MCP SDK and the tools: the handshake comes that much sooner
+    # (docs/BENCHMARKS.md). The modules both sides need are imported here first, so that the two threads do not
+    # import the same module at once (alembic is the opening's alone).
+    import app.db.opening
+    import app.db.requirements  # noqa: F401 (imported before the thread starts: see above)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-database") as pool:
+        opening = pool.submit(_open_database, settings)
+        try:
+            from app.main import background, build_context, build_server, local_principal
+        except BaseException:  # Ctrl-C while importing: the embedded server still stops with its owner
+            with contextlib.suppress(BaseException):
+                opening.result().close()
+            raise
+        handle = opening.result()
 
     async def run() -> None:
         context = build_context(settings, handle.url)

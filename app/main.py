@@ -11,14 +11,13 @@ import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
-from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
+from app.db.opening import DatabaseHandle, open_database
 from app.db.records import Principal
 from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingRuntime
@@ -42,32 +41,7 @@ if TYPE_CHECKING:
     from app.services.passwords import PasswordCheck
 
 logger = logging.getLogger("app")
-
-
-@dataclass
-class DatabaseHandle:
-    url: str
-    embedded: EmbeddedPostgres | None
-
-    def close(self) -> None:
-        if self.embedded is not None:
-            self.embedded.stop()
-
-
-def open_database(settings: Settings, migrate: bool = True) -> DatabaseHandle:
-    """The configured database, or the embedded one in the data dir; migrated to head."""
-    embedded = None
-    if settings.database_url is not None:
-        url = settings.database_url.get_secret_value()
-    else:
-        tuning = tuned_server_settings(settings.embedded.shared_buffers_mb)
-        embedded = EmbeddedPostgres(settings.data_dir, server_settings=tuning)
-        url = embedded.start()
-    if migrate:
-        from app.db import migrations
-
-        migrations.upgrade(url)
-    return DatabaseHandle(url, embedded)
+__all__ = ["DatabaseHandle", "open_database"]  # here for the callers of old; defined in app.db.opening
 
 
 def build_context(settings: Settings, url: str) -> AppContext:
