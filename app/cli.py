@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -34,7 +33,8 @@ def main(argv: list[str] | None = None) -> None:
 
     handler: Callable[[argparse.Namespace, Settings], None] = args.handler
     serving = handler in (cmd_serve, cmd_stdio)
-    configure_logging(log_level(settings, serving, args.verbose), log_format(settings, sys.stderr.isatty()))
+    level, terminal = log_level(settings, serving, args.verbose), sys.stderr.isatty()
+    configure_logging(level, log_format(settings, terminal), libraries=args.verbose)
     if not serving:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
         handler(args, settings)
@@ -216,29 +216,18 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
         handle.close()
 
 
+STDIO_EMBEDDER_AFTER_SECONDS = 1.0
+
+
 def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
-    from concurrent.futures import ThreadPoolExecutor
+    from app.main import background, build_context, build_server, local_principal
 
-    # The database opens (the embedded PostgreSQL's start is mostly waiting on its subprocess; alembic's import
-    # and check) while this thread imports the MCP SDK and the tools: the handshake comes that much sooner
-    # (docs/BENCHMARKS.md). The modules both sides need are imported here first, so that the two threads do not
-    # import the same module at once (alembic is the opening's alone).
-    import app.db.opening
-    import app.db.requirements  # noqa: F401 (imported before the thread starts: see above)
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-database") as pool:
-        opening = pool.submit(_open_database, settings)
-        try:
-            from app.main import background, build_context, build_server, local_principal
-        except BaseException:  # Ctrl-C while importing: the embedded server still stops with its owner
-            with contextlib.suppress(BaseException):
-                opening.result().close()
-            raise
-        handle = opening.result()
+    handle = _open_database(settings)
 
     async def run() -> None:
         context = build_context(settings, handle.url)
-        async with background(context):
+        # The handshake first: a client that starts one process per session waits for it (docs/BENCHMARKS.md).
+        async with background(context, embedder_after=STDIO_EMBEDDER_AFTER_SECONDS):
             server = build_server(context, await local_principal(context, settings.local_user))
             await server.run_stdio_async()
 

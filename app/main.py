@@ -9,7 +9,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,11 +73,12 @@ def settings_view(settings: Settings, url: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def background(context: AppContext, jobs: bool = False) -> AsyncIterator[None]:
+async def background(context: AppContext, jobs: bool = False, embedder_after: float = 0.0) -> AsyncIterator[None]:
     """Embedder loading, the backfill and (with `jobs`) the periodic jobs run beside the requests, never in front
-    of them."""
+    of them. `embedder_after`: seconds before the embedder starts loading (its imports and ONNX sessions take
+    the CPU a client's handshake needs first; until it is ready, tools answer as for a loading embedder)."""
     tasks = [
-        asyncio.create_task(context.embedding.load(), name="embedder-load"),
+        asyncio.create_task(_after(embedder_after, context.embedding.load()), name="embedder-load"),
         asyncio.create_task(run_backfill_loop(context.db, context.embedding), name="embedding-backfill"),
     ]
     if jobs:
@@ -91,6 +92,16 @@ async def background(context: AppContext, jobs: bool = False) -> AsyncIterator[N
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await context.db.dispose()
+
+
+async def _after(seconds: float, work: Coroutine[Any, Any, None]) -> None:
+    if seconds > 0:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            work.close()  # never awaited: closed, so no "never awaited" warning
+            raise
+    await work
 
 
 async def bootstrap_admin(context: AppContext, data_dir: Path) -> None:

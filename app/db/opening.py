@@ -1,7 +1,7 @@
 """The database a process runs on: the configured one, or the embedded PostgreSQL in the data dir.
 
-Apart from the composition root (app.main) so that `stdio` can open it in a thread while the main thread
-imports the MCP SDK and the tools: this module imports neither.
+Apart from the composition root (app.main): the one-off commands open it without importing the MCP SDK, the
+tools or the HTTP side.
 """
 
 from __future__ import annotations
