@@ -8,7 +8,7 @@ read from /proc: the whole process, i.e. with the embedder loading in its thread
 embedded PostgreSQL is another process and not in it). Linux only.
 
     python -m bench.stdio_start --runs 7
-    python -m bench.stdio_start --runs 7 --checkout ../main --data-dir bench/.data/stdio-start-main   # before
+    python -m bench.stdio_start --runs 7 --checkout ../main --data-dir bench/.data/stdio-start-main  # before
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ async def one_run(
 ) -> tuple[float, float, float, float]:
     """(seconds to the initialize answer, seconds to the tools/list answer, CPU seconds of the server process
     and of its main thread until that answer)."""
-    variables = {**env, "SYNAPTO_DATA_DIR": str(data_dir)}
+    variables = {**env, "SYNAPTO_DATA_DIR": str(data_dir.resolve())}  # the server's cwd may be another checkout
     if cache_dir is not None:
         variables["SYNAPTO_EMBEDDING__CACHE_DIR"] = str(cache_dir)
     params = StdioServerParameters(command=sys.executable, args=["-m", "app", "stdio"], env=variables, cwd=checkout)

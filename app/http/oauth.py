@@ -41,7 +41,15 @@ from app.http.oidc import PENDING_COOKIE, PENDING_COOKIE_PATH, UpstreamSignIn
 from app.http.ui.session import COOKIE_PATH as CONSOLE_PATH
 from app.http.ui.session import SESSION_COOKIE as CONSOLE_SESSION_COOKIE
 from app.services.auth import AuthService
-from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider, SignedIn
+from app.services.oauth import (
+    CODE_REFUSED,
+    CONSENT_PATH,
+    REFRESH_REFUSED,
+    SIGNIN_PATH,
+    OAuthConfig,
+    OAuthProvider,
+    SignedIn,
+)
 from app.services.oidc import CALLBACK_PATH, START_PATH
 from app.services.passwords import TooManyAttempts
 
@@ -215,13 +223,13 @@ def oauth_routes(
 
 TokenCheck = Callable[[str], Awaitable[Role | None]]
 
-# RFC 6749 §5.2 asks for invalid_grant whether a grant is unknown, expired, revoked or spent; docs/SECURITY.md asks
-# that a caller cannot tell them apart. The SDK's texts say "does not exist" for all but the expired one.
+# The SDK's invalid_grant texts, as the provider words its own (app.services.oauth): "does not exist" of a spent
+# token was not true, and "has expired" told an expired grant from an unknown one.
 GRANT_REFUSED = {
-    "refresh token does not exist": "refresh_token: not valid (unknown, expired, revoked or already used)",
-    "refresh token has expired": "refresh_token: not valid (unknown, expired, revoked or already used)",
-    "authorization code does not exist": "code: not valid (unknown, expired or already used)",
-    "authorization code has expired": "code: not valid (unknown, expired or already used)",
+    "refresh token does not exist": REFRESH_REFUSED,
+    "refresh token has expired": REFRESH_REFUSED,
+    "authorization code does not exist": CODE_REFUSED,
+    "authorization code has expired": CODE_REFUSED,
 }
 
 

@@ -57,6 +57,10 @@ CODE_TTL = timedelta(seconds=60)
 SIGNIN_PATH = "/oauth/signin"
 CONSENT_PATH = "/oauth/consent"
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+# invalid_grant (RFC 6749 §5.2) with one text whether the grant is unknown, expired, revoked or spent: a caller
+# cannot tell them apart (docs/SECURITY.md), and none of them is said not to exist.
+CODE_REFUSED = "code: not valid (unknown, expired or already used)"
+REFRESH_REFUSED = "refresh_token: not valid (unknown, expired, revoked or already used)"
 
 
 def _secret(prefix: str) -> str:
@@ -129,9 +133,14 @@ class OAuthConfig:
         return (self.issuer, *(alias for alias in aliases if alias != self.issuer))
 
     def accepts_resource(self, resource: str | None) -> bool:
-        """Whether a token or request bound to `resource` is this deployment's (RFC 8707): its MCP endpoint under
-        the public URL or one of its loopback aliases. Another issuer on the same database is refused."""
+        """Whether an authorization request for `resource` is for this deployment (RFC 8707): its MCP endpoint
+        under the public URL or one of its loopback aliases."""
         return resource is not None and resource.rstrip("/") in {f"{origin}/mcp" for origin in self.origins}
+
+    def issued_here(self, resource: str | None) -> bool:
+        """Whether a stored code or token is this deployment's: bound to its resource (every one it issues is,
+        whichever alias the client used). Another deployment on the same database binds them to its own."""
+        return resource is not None and resource.rstrip("/") == self.resource
 
     @property
     def access_ttl(self) -> timedelta:
@@ -395,7 +404,7 @@ class OAuthProvider:
             return None
         async with self.db.autocommit() as session:
             row = await OAuthRepository(session).code(hash_token(authorization_code), client.client_id)
-        if row is None or row.user_id is None or row.role is None or not self.config.accepts_resource(row.resource):
+        if row is None or row.user_id is None or row.role is None or not self.config.issued_here(row.resource):
             return None
         return StoredCode(
             code=authorization_code,
@@ -434,7 +443,7 @@ class OAuthProvider:
         async with self.db.unit_of_work() as session:
             ended = await OAuthRepository(session).revoke_family(code.authorization_id)
         logger.warning("authorization code of client %s presented again: %d token(s) revoked", code.client_id, ended)
-        raise TokenError("invalid_grant", "code: this authorization code was already used")
+        raise TokenError("invalid_grant", CODE_REFUSED)
 
     # Refresh (rotation)
 
@@ -445,7 +454,7 @@ class OAuthProvider:
             return None
         async with self.db.autocommit() as session:
             row = await OAuthRepository(session).token(hash_token(refresh_token), "refresh")
-        if row is None or row.client_id != client.client_id or not self.config.accepts_resource(row.resource):
+        if row is None or row.client_id != client.client_id or not self.config.issued_here(row.resource):
             return None  # another deployment's token on the same database is not this issuer's to honour
         if row.used:
             # Loading is where the SDK's handler first sees a replay; refusing here without ending the family
@@ -476,7 +485,7 @@ class OAuthProvider:
         # Another request spent it between load and exchange (two replicas, one token): only one may win.
         async with self.db.unit_of_work() as session:
             await OAuthRepository(session).revoke_family(token.family_id)
-        raise TokenError("invalid_grant", "refresh_token: already used, revoked or expired")
+        raise TokenError("invalid_grant", REFRESH_REFUSED)
 
     async def _issue(
         self,
@@ -512,7 +521,7 @@ class OAuthProvider:
             row = await OAuthRepository(session).token(hash_token(token), "access")
         if row is None or row.revoked or row.expires_at.timestamp() <= time.time():
             return None
-        if not self.config.accepts_resource(row.resource):
+        if not self.config.issued_here(row.resource):
             return None
         return StoredAccessToken(**_token_fields(token, row), user_name=row.user_name)
 

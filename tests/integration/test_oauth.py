@@ -345,6 +345,10 @@ def test_loopback_aliases_only_for_a_loopback_public_url_and_its_port() -> None:
     assert public.origin_for("localhost") == public.origin_for("127.0.0.1:443") == "https://memory.example.com"
     assert public.accepts_resource("https://memory.example.com/mcp")
     assert not public.accepts_resource("http://localhost/mcp") and not loopback.accepts_resource(None)
+    assert loopback.accepts_resource("http://localhost:8765/mcp") and not loopback.issued_here(
+        "http://localhost:8765/mcp"
+    )
+    assert loopback.issued_here("http://127.0.0.1:8765/mcp") and not loopback.issued_here(None)
 
 
 async def test_the_metadata_and_the_code_flow_answer_in_the_loopback_name_the_client_used(flow: Flow) -> None:
