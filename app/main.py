@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from app.config import Settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
-from app.db.opening import DatabaseHandle, open_database
 from app.db.records import Principal
 from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingRuntime
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
     from app.services.passwords import PasswordCheck
 
 logger = logging.getLogger("app")
-__all__ = ["DatabaseHandle", "open_database"]  # here for the callers of old; defined in app.db.opening
 
 
 def build_context(settings: Settings, url: str) -> AppContext:
