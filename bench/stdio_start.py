@@ -58,7 +58,7 @@ async def one_run(
 ) -> tuple[float, float, float, float]:
     """(seconds to the initialize answer, seconds to the tools/list answer, CPU seconds of the server process
     and of its main thread until that answer)."""
-    variables = {**env, "SYNAPTO_DATA_DIR": str(data_dir.resolve())}  # the server's cwd may be another checkout
+    variables = {**env, "SYNAPTO_DATA_DIR": str(data_dir)}
     if cache_dir is not None:
         variables["SYNAPTO_EMBEDDING__CACHE_DIR"] = str(cache_dir)
     params = StdioServerParameters(command=sys.executable, args=["-m", "app", "stdio"], env=variables, cwd=checkout)
@@ -89,6 +89,7 @@ def main() -> None:
     env["SYNAPTO_LOG_LEVEL"] = "WARNING"
     if args.model:
         env["SYNAPTO_EMBEDDING__MODEL"] = args.model
+    args.data_dir = args.data_dir.resolve()  # absolute: the server's cwd may be another checkout
     args.data_dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(one_run(args.data_dir, args.cache_dir, env, args.checkout))  # warm-up: creates the cluster, migrates
     runs = [asyncio.run(one_run(args.data_dir, args.cache_dir, env, args.checkout)) for _ in range(args.runs)]
