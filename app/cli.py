@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,7 +18,7 @@ from app.db.models import Role
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from app.main import DatabaseHandle
+    from app.db.opening import DatabaseHandle
     from app.services.context import AppContext
 
 
@@ -28,26 +29,83 @@ def main(argv: list[str] | None = None) -> None:
         parser.print_help(sys.stderr)
         raise SystemExit(2)
     settings = load_settings()
-    from app.main import configure_logging
+    from app.observability import configure_logging
 
-    configure_logging(settings.log_level, settings.log_format)
     handler: Callable[[argparse.Namespace, Settings], None] = args.handler
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    handler(args, settings)
+    serving = handler in (cmd_serve, cmd_stdio)
+    level, terminal = log_level(settings, serving, args.verbose), sys.stderr.isatty()
+    configure_logging(level, log_format(settings, terminal), libraries=args.verbose)
+    if not serving:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        handler(args, settings)
+        return
+    # A server stops on SIGINT (Ctrl-C) or SIGTERM (docker stop, systemd): both unwind through the `finally`
+    # blocks (the embedded PostgreSQL stops), and a stop that was asked for ends with status 0, one line.
+    signal.signal(signal.SIGTERM, _stop_requested)
+    signal.signal(signal.SIGINT, _stop_requested)
+    try:
+        handler(args, settings)
+    except (StopRequested, KeyboardInterrupt) as stop:
+        name = stop.signal_name if isinstance(stop, StopRequested) else "SIGINT"
+        logging.getLogger("app").info("stopped (%s)", name)
+
+
+def log_level(settings: Settings, serving: bool, verbose: bool) -> str:
+    """Servers log at the configured level; a one-off command prints its result only, warnings aside, unless
+    asked (`-v`)."""
+    return settings.log_level if serving or verbose else "WARNING"
+
+
+def log_format(settings: Settings, terminal: bool) -> str:
+    """The configured format; unset, text on a terminal (a person reads it) and JSON otherwise (a collector)."""
+    if "log_format" in settings.model_fields_set:
+        return settings.log_format
+    return "text" if terminal else "json"
+
+
+class StopRequested(Exception):
+    """SIGINT or SIGTERM asked a server to stop."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signal_name = signal.Signals(signum).name
+
+
+def _stop_requested(signum: int, _frame: object) -> None:
+    """Raised where the main thread is: after uvicorn's own graceful shutdown (it re-raises the signal it
+    caught once it is done) or in the middle of a start. The default handler would kill the process at once and
+    leave the embedded PostgreSQL running without its owner."""
+    raise StopRequested(signum)
 
 
 def _exit_on_sigterm(signum: int, _frame: object) -> None:
-    """SIGTERM (docker stop, systemd) unwinds like Ctrl-C, so `finally` blocks stop the embedded PostgreSQL.
-
-    With the default handler the process dies at once: uvicorn shuts down gracefully on SIGTERM, then
-    re-raises it, and the embedded server was left running without its owner.
-    """
+    """SIGTERM unwinds a one-off command like Ctrl-C, so `finally` blocks stop the embedded PostgreSQL."""
     raise SystemExit(128 + signum)
+
+
+VERBOSE_HELP = "log at SYNAPTO_LOG_LEVEL (default INFO); one-off commands otherwise print only their result"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="synaptomind", description="Team memory service for AI agents (MCP).")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(dest="command")
+    _build_commands(commands)
+    _verbose_everywhere(parser)
+    return parser
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """`-v` also after the command (`synaptomind token create -v …`): added to every sub-command, with no default
+    of its own so that it never resets a `-v` given before the command."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+                _verbose_everywhere(sub)
+
+
+def _build_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="serve MCP over streamable HTTP (/mcp) plus /health")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
@@ -121,7 +179,6 @@ def _parser() -> argparse.ArgumentParser:
     listing = member.add_parser("list", help="list the members of every project, or of one")
     listing.add_argument("project", nargs="?", help="project name or id")
     listing.set_defaults(handler=cmd_member_list)
-    return parser
 
 
 def _open_database(settings: Settings) -> DatabaseHandle:
@@ -131,8 +188,8 @@ def _open_database(settings: Settings) -> DatabaseHandle:
     serve short pages for project-filtered searches; the message says what is needed and what was found.
     """
     from app.db import migrations
+    from app.db.opening import open_database
     from app.db.requirements import DatabaseRequirementError, check_database
-    from app.main import open_database
 
     handle = open_database(settings, migrate=False)
     try:
@@ -158,9 +215,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     handle = _open_database(settings)
     try:
         app = create_http_app(settings, build_context(settings, handle.url))
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+        # log_config=None: uvicorn's loggers go through our one handler and format (app.observability).
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), log_config=None)
     finally:
         handle.close()
+
+
+STDIO_EMBEDDER_AFTER_SECONDS = 1.0
 
 
 def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
@@ -170,7 +231,8 @@ def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
 
     async def run() -> None:
         context = build_context(settings, handle.url)
-        async with background(context):
+        # The handshake first: a client that starts one process per session waits for it (docs/BENCHMARKS.md).
+        async with background(context, embedder_after=STDIO_EMBEDDER_AFTER_SECONDS):
             server = build_server(context, await local_principal(context, settings.local_user))
             await server.run_stdio_async()
 

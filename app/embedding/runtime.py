@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from app.config import EmbeddingSettings
 from app.embedding.embedder import Embedder, FastEmbedEmbedder, Vector
 from app.embedding.profiles import OFFLINE_DIR_NAME, OFFLINE_MINILM, ModelProfile, profile_for
-from app.observability import EMBEDDER_QUEUE
+from app.observability import EMBEDDER_QUEUE, expected_failures
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,9 @@ def _load_configured(profile: ModelProfile, settings: EmbeddingSettings) -> Embe
         model_dir = settings.cache_dir / (profile.local_dir or OFFLINE_DIR_NAME)
     load_args = (profile, model_dir, settings.cache_dir, settings.threads, settings.batch_size)
     try:
-        return FastEmbedEmbedder.load(*load_args, local_files_only=True)
+        # Not in the cache is expected on a first start: fastembed's ERROR lines for it are not errors here.
+        with expected_failures():
+            return FastEmbedEmbedder.load(*load_args, local_files_only=True)
     except Exception:
         if model_dir is not None or not _hub_reachable(settings.allow_download):
             raise

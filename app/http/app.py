@@ -48,7 +48,12 @@ class OAuthGate:
     pointer to the protected resource metadata (RFC 9728 §5.1)."""
 
     backend: BearerAuthBackend  # the SDK's check: unexpired, and issued for this resource (RFC 8707)
-    resource_metadata: str
+    config: OAuthConfig
+
+    def resource_metadata(self, scope: Scope) -> str:
+        """The metadata URL in the name the client used for this server (a loopback alias, else the public URL)."""
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        return resource_metadata_url(self.config, host)
 
     @property
     def open_paths(self) -> frozenset[str]:
@@ -84,27 +89,31 @@ class BearerAuthMiddleware:
         if scope["type"] != "http" or scope["path"] in self.open_paths:
             await self.app(scope, receive, send)
             return
+        if scope["path"].startswith(WELL_KNOWN):
+            # Discovery probes (RFC 8615): what is not served is absent, not a question of credentials.
+            await JSONResponse({"error": "Not found"}, status_code=404)(scope, receive, send)
+            return
         try:
             principal = self.local.value if self.local is not None else await self._authenticate(scope)
         except DatabaseUnavailable:
             await _unavailable(scope, receive, send)
             return
         if principal is None:
-            await _unauthorized(scope, receive, send, self.oauth.resource_metadata if self.oauth else None)
+            metadata = self.oauth.resource_metadata(scope) if self.oauth else None
+            await _unauthorized(scope, receive, send, metadata, presented=_bearer(scope) is not None)
             return
         scope[PRINCIPAL_SCOPE_KEY] = principal
         await self.app(scope, receive, send)
 
     async def _authenticate(self, scope: Scope) -> Principal | None:
-        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = _bearer(scope)
+        if token is None:
             return None
-        if self.oauth is not None and token.strip().startswith(ACCESS_PREFIX):
+        if self.oauth is not None and token.startswith(ACCESS_PREFIX):
             return await self._authenticate_oauth(scope)
         try:
             async with self.context.db.autocommit() as session:  # one SELECT: no transaction around it
-                return await AuthService(session).verify(token.strip(), self.usage)
+                return await AuthService(session).verify(token, self.usage)
         except Exception as error:
             if is_unavailable(error):  # an outage is not a bad token: answer a retryable 503, not 401
                 logger.warning("token verification: database unavailable (%s)", type(error).__name__)
@@ -126,6 +135,16 @@ class BearerAuthMiddleware:
             return None
         token = found[1].access_token
         return token.principal() if isinstance(token, StoredAccessToken) else None
+
+
+WELL_KNOWN = "/.well-known/"
+
+
+def _bearer(scope: Scope) -> str | None:
+    """The bearer token the request presents (None: no `Authorization: Bearer <token>` header)."""
+    header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 class HostOriginMiddleware:
@@ -166,15 +185,23 @@ async def _unavailable(scope: Scope, receive: Receive, send: Send) -> None:
     await response(scope, receive, send)
 
 
-async def _unauthorized(scope: Scope, receive: Receive, send: Send, resource_metadata: str | None = None) -> None:
+NO_TOKEN = "Unauthorized: send 'Authorization: Bearer <token>' (create one with `synaptomind token create`)"
+# One text for a token that is unknown, revoked or expired: the answer tells none apart (docs/SECURITY.md).
+INVALID_TOKEN = "the bearer token is not valid (unknown, revoked or expired)"
+
+
+async def _unauthorized(
+    scope: Scope, receive: Receive, send: Send, resource_metadata: str | None = None, presented: bool = False
+) -> None:
+    """401. Without credentials the challenge carries no error code; with a token that is not valid it says
+    `error="invalid_token"` (RFC 6750 §3.1), so a client knows to refresh or sign in again."""
     challenge = 'Bearer realm="synaptomind"'
+    if presented:
+        challenge += f', error="invalid_token", error_description="{INVALID_TOKEN}"'
     if resource_metadata is not None:  # MCP authorization: where an OAuth client discovers how to get a token
         challenge += f', resource_metadata="{resource_metadata}"'
-    response = JSONResponse(
-        {"error": "Unauthorized: send 'Authorization: Bearer <token>' (create one with `synaptomind token create`)"},
-        status_code=401,
-        headers={"WWW-Authenticate": challenge},
-    )
+    # One body for every 401 (clients and docs/API.md match on it); the challenge tells the two cases apart.
+    response = JSONResponse({"error": NO_TOKEN}, status_code=401, headers={"WWW-Authenticate": challenge})
     await response(scope, receive, send)
 
 
@@ -311,7 +338,12 @@ def build_http_app(
         provider = OAuthProvider(context.db, oauth, passwords=passwords)
         routes += oauth_routes(provider, oauth, api_token_role(context.db), upstream)
         backend = BearerAuthBackend(OAuthTokenVerifier(provider), resource_server_url=AnyHttpUrl(oauth.resource))
-        gate = OAuthGate(backend, resource_metadata_url(oauth))
+        gate = OAuthGate(backend, oauth)
+        registration = "open" if oauth.registration_open else "closed (an admin's API token registers a client)"
+        aliases = f"; also answers as {', '.join(oauth.origins[1:])}" if len(oauth.origins) > 1 else ""
+        logger.info(
+            "OAuth on: issuer %s, resource %s, registration %s%s", oauth.issuer, oauth.resource, registration, aliases
+        )
     routes.append(Mount("/", app=mcp_app))
     starlette = Starlette(routes=routes, lifespan=run)
     exempt = PROTOCOL_PATHS if oauth is not None else frozenset()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import json
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,7 +22,7 @@ from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
 from mcp.server.auth.handlers.revoke import RevocationHandler
-from mcp.server.auth.handlers.token import TokenHandler
+from mcp.server.auth.handlers.token import TokenErrorResponse, TokenHandler
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
 from mcp.server.auth.routes import build_metadata, cors_middleware
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
@@ -41,7 +42,15 @@ from app.http.ui.session import COOKIE_PATH as CONSOLE_PATH
 from app.http.ui.session import SESSION_COOKIE as CONSOLE_SESSION_COOKIE
 from app.http.ui.session import open_session
 from app.services.auth import AuthService
-from app.services.oauth import CONSENT_PATH, SIGNIN_PATH, OAuthConfig, OAuthProvider, SignedIn
+from app.services.oauth import (
+    CODE_REFUSED,
+    CONSENT_PATH,
+    REFRESH_REFUSED,
+    SIGNIN_PATH,
+    OAuthConfig,
+    OAuthProvider,
+    SignedIn,
+)
 from app.services.oidc import CALLBACK_PATH, START_PATH
 from app.services.passwords import TooManyAttempts
 from app.services.sessions import UPSTREAM
@@ -123,16 +132,18 @@ def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
     return CORSMiddleware(app=app, allow_origins="*", allow_methods=methods, allow_headers=["mcp-protocol-version"])
 
 
-def authorization_server_metadata(config: OAuthConfig) -> OAuthMetadata:
+def authorization_server_metadata(config: OAuthConfig, issuer: str | None = None) -> OAuthMetadata:
     """RFC 8414 metadata: the SDK's, with the issuer exactly as configured (no trailing slash, as the protected
-    resource metadata names it: clients compare the two as strings), public clients (`none`) and RFC 9207."""
+    resource metadata names it: clients compare the two as strings), public clients (`none`) and RFC 9207.
+    `issuer`: one of `config.origins` (a loopback alias of the public URL), the public URL if None."""
+    issuer = issuer or config.issuer
     options = ClientRegistrationOptions(enabled=True)
-    metadata = build_metadata(AnyHttpUrl(config.issuer), None, options, RevocationOptions(enabled=True))
+    metadata = build_metadata(AnyHttpUrl(issuer), None, options, RevocationOptions(enabled=True))
     methods = ["none", "client_secret_post", "client_secret_basic"]
     return OAuthMetadata.model_validate(
         {
             **metadata.model_dump(mode="json", exclude_none=True),
-            "issuer": config.issuer,
+            "issuer": issuer,
             "token_endpoint_auth_methods_supported": methods,
             "revocation_endpoint_auth_methods_supported": methods,
             "authorization_response_iss_parameter_supported": True,
@@ -140,25 +151,47 @@ def authorization_server_metadata(config: OAuthConfig) -> OAuthMetadata:
     )
 
 
-def resource_metadata_url(config: OAuthConfig) -> str:
-    """Where the 401 of /mcp points (RFC 9728 §5.1): the path-suffixed well-known URL of the resource."""
-    return f"{config.issuer}/.well-known/oauth-protected-resource/mcp"
+def resource_metadata_url(config: OAuthConfig, host: str | None = None) -> str:
+    """Where the 401 of /mcp points (RFC 9728 §5.1): the path-suffixed well-known URL of the resource, in the
+    name the client used (`host`: the request's Host header) when the public URL is loopback."""
+    return f"{config.origin_for(host)}/.well-known/oauth-protected-resource/mcp"
+
+
+def _by_origin(config: OAuthConfig, handlers: dict[str, Callable[[Request], Awaitable[Response]]]) -> Any:
+    """One metadata document per issuer name (`config.origins`), chosen by the request's Host."""
+
+    async def handle(request: Request) -> Response:
+        return await handlers[config.origin_for(request.headers.get("host"))](request)
+
+    return cors_middleware(handle, ["GET", "OPTIONS"])
 
 
 def oauth_routes(
     provider: OAuthProvider, config: OAuthConfig, api_token_check: TokenCheck, upstream: UpstreamSignIn | None = None
 ) -> list[BaseRoute]:
-    metadata = authorization_server_metadata(config)
-    resource = ProtectedResourceMetadata.model_validate(
-        {"resource": config.resource, "authorization_servers": [config.issuer], "resource_name": "SynaptoMind"}
+    metadata_handler = _by_origin(
+        config,
+        {origin: MetadataHandler(authorization_server_metadata(config, origin)).handle for origin in config.origins},
+    )
+    resource_handler = _by_origin(
+        config,
+        {
+            origin: ProtectedResourceMetadataHandler(
+                ProtectedResourceMetadata.model_validate(
+                    {"resource": f"{origin}/mcp", "authorization_servers": [origin], "resource_name": "SynaptoMind"}
+                )
+            ).handle
+            for origin in config.origins
+        },
     )
     authenticator = ClientSecretAuthenticator(provider)
     registration = RegistrationHandler(provider, ClientRegistrationOptions(enabled=True))  # type: ignore[arg-type]
     register = _limited(request_response(registration.handle))
     if not config.registration_open:
         register = AdminOnly(register, api_token_check)
-    resource_handler = cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"])
     pages = SignInPages(provider, config, upstream)
+    token = GrantWordingTokenHandler(provider, authenticator)  # type: ignore[arg-type]
+    revoke = ClientAuthRevocationHandler(provider, authenticator)  # type: ignore[arg-type]
     single_sign_on: list[BaseRoute] = []
     if upstream is not None:
         single_sign_on = [
@@ -168,25 +201,19 @@ def oauth_routes(
     return [
         Route("/.well-known/oauth-protected-resource", resource_handler, methods=["GET", "OPTIONS"]),
         Route("/.well-known/oauth-protected-resource/mcp", resource_handler, methods=["GET", "OPTIONS"]),
-        Route(
-            "/.well-known/oauth-authorization-server",
-            cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]),
-            methods=["GET", "OPTIONS"],
-        ),
+        Route("/.well-known/oauth-authorization-server", metadata_handler, methods=["GET", "OPTIONS"]),
         Route(
             "/authorize",
-            _limited(request_response(AuthorizationHandler(provider).handle)),  # type: ignore[arg-type]
+            _limited(request_response(browser_errors(AuthorizationHandler(provider).handle))),  # type: ignore[arg-type]
             methods=["GET", "POST"],
         ),
         Route(
-            "/token",
-            _cors(_limited(request_response(TokenHandler(provider, authenticator).handle)), ["POST", "OPTIONS"]),  # type: ignore[arg-type]
-            methods=["POST", "OPTIONS"],
+            "/token", _cors(_limited(request_response(token.handle)), ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]
         ),
         Route("/register", _cors(register, ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]),
         Route(
             "/revoke",
-            _cors(_limited(request_response(RevocationHandler(provider, authenticator).handle)), ["POST", "OPTIONS"]),  # type: ignore[arg-type]
+            _cors(_limited(request_response(revoke.handle)), ["POST", "OPTIONS"]),
             methods=["POST", "OPTIONS"],
         ),
         Route(SIGNIN_PATH, pages.signin_page, methods=["GET"]),
@@ -197,6 +224,67 @@ def oauth_routes(
 
 
 TokenCheck = Callable[[str], Awaitable[Role | None]]
+
+# The SDK's invalid_grant texts, as the provider words its own (app.services.oauth): "does not exist" of a spent
+# token was not true, and "has expired" told an expired grant from an unknown one.
+GRANT_REFUSED = {
+    "refresh token does not exist": REFRESH_REFUSED,
+    "refresh token has expired": REFRESH_REFUSED,
+    "authorization code does not exist": CODE_REFUSED,
+    "authorization code has expired": CODE_REFUSED,
+}
+
+
+class GrantWordingTokenHandler(TokenHandler):
+    """The SDK's /token handler, its invalid_grant descriptions worded as GRANT_REFUSED says."""
+
+    def response(self, obj: Any) -> Response:
+        if isinstance(obj, TokenErrorResponse) and obj.error_description in GRANT_REFUSED:
+            obj = obj.model_copy(update={"error_description": GRANT_REFUSED[obj.error_description]})
+        response: Response = super().response(obj)
+        return response
+
+
+class ClientAuthRevocationHandler(RevocationHandler):
+    """The SDK's /revoke handler, refusing a failed client authentication as /token does: 401 `invalid_client`
+    (RFC 7009 §2.2.1 refers to RFC 6749 §5.2; the SDK answers `unauthorized_client`, which means another thing)."""
+
+    async def handle(self, request: Request) -> Response:
+        try:
+            await self.client_authenticator.authenticate_request(request)
+        except AuthenticationError as error:
+            return JSONResponse(
+                {"error": "invalid_client", "error_description": error.message},
+                status_code=401,
+                headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+            )
+        return await super().handle(request)  # authenticates again: one more indexed read of the client
+
+
+def browser_errors(handle: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """/authorize answers a person's browser: an error it cannot redirect to the client (unknown client, bad
+    redirect_uri; RFC 6749 §4.1.2.1) is a page saying what went wrong, not the SDK's JSON. Redirected errors
+    stay redirects."""
+
+    async def authorize(request: Request) -> Response:
+        response = await handle(request)
+        if response.status_code < 400 or not response.headers.get("content-type", "").startswith("application/json"):
+            return response
+        try:
+            answer = json.loads(bytes(response.body))
+        except ValueError:
+            return response
+        error = str(answer.get("error") or "invalid_request")
+        description = str(answer.get("error_description") or "")
+        body = (
+            f"<p>Your MCP client sent an authorization request this server cannot answer, and cannot be sent back "
+            f'to it safely.</p><p class="error"><code>{html.escape(error)}</code>: {html.escape(description)}</p>'
+            "<p>Start again from your MCP client; if this persists, remove the client's stored registration "
+            "(its client id may belong to another server) and let it register again.</p>"
+        )
+        return _page("Authorization request refused", body, status=response.status_code)
+
+    return authorize
 
 
 def api_token_role(db: Any) -> TokenCheck:
@@ -387,7 +475,8 @@ class SignInPages:
         if fields is None:
             return self._csrf_refused()
         approve = fields.get("decision") == "approve"
-        target = await self.provider.consent(fields.get("request", ""), fields.get("consent", ""), approve)
+        issuer = self.provider.config.origin_for(request.headers.get("host"))
+        target = await self.provider.consent(fields.get("request", ""), fields.get("consent", ""), approve, issuer)
         if target is None:
             return self._expired()
         return RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})

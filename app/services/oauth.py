@@ -57,6 +57,10 @@ CODE_TTL = timedelta(seconds=60)
 SIGNIN_PATH = "/oauth/signin"
 CONSENT_PATH = "/oauth/consent"
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+# invalid_grant (RFC 6749 §5.2) with one text whether the grant is unknown, expired, revoked or spent: a caller
+# cannot tell them apart (docs/SECURITY.md), and none of them is said not to exist.
+CODE_REFUSED = "code: not valid (unknown, expired or already used)"
+REFRESH_REFUSED = "refresh_token: not valid (unknown, expired, revoked or already used)"
 
 
 def _secret(prefix: str) -> str:
@@ -92,6 +96,51 @@ class OAuthConfig:
     def resource(self) -> str:
         """The protected resource (RFC 8707 / RFC 9728): the MCP endpoint; every token is bound to it."""
         return f"{self.issuer}/mcp"
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the public URL names this machine (localhost, 127.0.0.1, [::1])."""
+        return urlsplit(self.issuer).hostname in LOOPBACK
+
+    def origin_for(self, host: str | None) -> str:
+        """The issuer as a client that addressed this server by `host` (the request's Host header) knows it.
+
+        With a loopback public URL, a client may name the machine `localhost`, `127.0.0.1` or `[::1]`; the SDK
+        clients compare the protected resource with the URL they were given as strings (RFC 9728 §3.3), so the
+        metadata answers in the name the client used. Only loopback names on the public URL's port qualify
+        (the Host/Origin check allows no others for them); any other Host gets the public URL.
+        """
+        public = urlsplit(self.issuer)
+        if not host or not self.loopback:
+            return self.issuer
+        try:
+            named = urlsplit(f"//{host.strip().lower()}")
+            port = named.port
+        except ValueError:
+            return self.issuer
+        if named.hostname not in LOOPBACK or port != public.port or named.path or named.username is not None:
+            return self.issuer
+        return f"{public.scheme}://{named.netloc}"
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """Every issuer this server answers as: the public URL, then its loopback aliases (if loopback)."""
+        if not self.loopback:
+            return (self.issuer,)
+        public = urlsplit(self.issuer)
+        port = f":{public.port}" if public.port is not None else ""
+        aliases = (f"{public.scheme}://{name}{port}" for name in ("localhost", "127.0.0.1", "[::1]"))
+        return (self.issuer, *(alias for alias in aliases if alias != self.issuer))
+
+    def accepts_resource(self, resource: str | None) -> bool:
+        """Whether an authorization request for `resource` is for this deployment (RFC 8707): its MCP endpoint
+        under the public URL or one of its loopback aliases."""
+        return resource is not None and resource.rstrip("/") in {f"{origin}/mcp" for origin in self.origins}
+
+    def issued_here(self, resource: str | None) -> bool:
+        """Whether a stored code or token is this deployment's: bound to its resource (every one it issues is,
+        whichever alias the client used). Another deployment on the same database binds them to its own."""
+        return resource is not None and resource.rstrip("/") == self.resource
 
     @property
     def access_ttl(self) -> timedelta:
@@ -245,10 +294,13 @@ class OAuthProvider:
     # Authorization (the SDK validated client, redirect_uri, scope, PKCE method)
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
-        resource = (params.resource or self.config.resource).rstrip("/")
-        if resource != self.config.resource:
+        named = (params.resource or self.config.resource).rstrip("/")
+        if not self.config.accepts_resource(named):
             # RFC 8707 §2: this server issues tokens for its own MCP endpoint only.
             raise AuthorizeError("invalid_target", f"resource: {params.resource!r} is not {self.config.resource!r}")
+        # Tokens are bound to the public URL's resource whichever loopback name the client used; the browser
+        # stays on the client's name (its sign-in page answers the redirect's `iss` in that name).
+        resource, origin = self.config.resource, named.removesuffix("/mcp")
         assert client.client_id is not None
         if not _storable(params.state, str(params.redirect_uri), *(params.scopes or [])):
             raise AuthorizeError("invalid_request", "state, redirect_uri and scope must not contain NUL")
@@ -265,7 +317,7 @@ class OAuthProvider:
                 params.state,
                 datetime.now(UTC) + REQUEST_TTL,
             )
-        return construct_redirect_uri(f"{self.config.issuer}{SIGNIN_PATH}", request=handle)
+        return construct_redirect_uri(f"{origin}{SIGNIN_PATH}", request=handle)
 
     async def pending(self, handle: str) -> PendingRequest | None:
         if not handle or len(handle) > 100:
@@ -315,9 +367,11 @@ class OAuthProvider:
             )
         return SignedIn(consent_secret, principal, pending) if bound else None
 
-    async def consent(self, handle: str, consent_secret: str, approve: bool) -> str | None:
+    async def consent(self, handle: str, consent_secret: str, approve: bool, issuer: str | None = None) -> str | None:
         """Where to send the browser: the client's redirect_uri with a code (or access_denied); None when the
-        request is unknown, expired, already answered, or the consent secret is not the signed-in one's."""
+        request is unknown, expired, already answered, or the consent secret is not the signed-in one's.
+        `issuer`: the name the metadata answered the client in (`OAuthConfig.origin_for`), the public URL if None."""
+        iss = issuer if issuer in self.config.origins else self.issuer_id
         code = _secret(CODE_PREFIX)
         async with self.db.unit_of_work() as session:
             repository = OAuthRepository(session)
@@ -330,10 +384,10 @@ class OAuthProvider:
         if row is None:
             return None
         if approve:
-            return construct_redirect_uri(row.redirect_uri, code=code, state=row.state, iss=self.issuer_id)
+            return construct_redirect_uri(row.redirect_uri, code=code, state=row.state, iss=iss)
         description = "the user declined the authorization"
         return construct_redirect_uri(
-            row.redirect_uri, error="access_denied", error_description=description, state=row.state, iss=self.issuer_id
+            row.redirect_uri, error="access_denied", error_description=description, state=row.state, iss=iss
         )
 
     @property
@@ -350,7 +404,7 @@ class OAuthProvider:
             return None
         async with self.db.autocommit() as session:
             row = await OAuthRepository(session).code(hash_token(authorization_code), client.client_id)
-        if row is None or row.user_id is None or row.role is None:
+        if row is None or row.user_id is None or row.role is None or not self.config.issued_here(row.resource):
             return None
         return StoredCode(
             code=authorization_code,
@@ -389,7 +443,7 @@ class OAuthProvider:
         async with self.db.unit_of_work() as session:
             ended = await OAuthRepository(session).revoke_family(code.authorization_id)
         logger.warning("authorization code of client %s presented again: %d token(s) revoked", code.client_id, ended)
-        raise TokenError("invalid_grant", "code: this authorization code was already used")
+        raise TokenError("invalid_grant", CODE_REFUSED)
 
     # Refresh (rotation)
 
@@ -400,8 +454,8 @@ class OAuthProvider:
             return None
         async with self.db.autocommit() as session:
             row = await OAuthRepository(session).token(hash_token(refresh_token), "refresh")
-        if row is None or row.client_id != client.client_id:
-            return None
+        if row is None or row.client_id != client.client_id or not self.config.issued_here(row.resource):
+            return None  # another deployment's token on the same database is not this issuer's to honour
         if row.used:
             # Loading is where the SDK's handler first sees a replay; refusing here without ending the family
             # would let a thief keep the successor it obtained first.
@@ -431,7 +485,7 @@ class OAuthProvider:
         # Another request spent it between load and exchange (two replicas, one token): only one may win.
         async with self.db.unit_of_work() as session:
             await OAuthRepository(session).revoke_family(token.family_id)
-        raise TokenError("invalid_grant", "refresh_token: already used, revoked or expired")
+        raise TokenError("invalid_grant", REFRESH_REFUSED)
 
     async def _issue(
         self,
@@ -466,6 +520,8 @@ class OAuthProvider:
         async with self.db.autocommit() as session:
             row = await OAuthRepository(session).token(hash_token(token), "access")
         if row is None or row.revoked or row.expires_at.timestamp() <= time.time():
+            return None
+        if not self.config.issued_here(row.resource):
             return None
         return StoredAccessToken(**_token_fields(token, row), user_name=row.user_name)
 

@@ -384,7 +384,10 @@ async def test_every_action_for_every_caller(served: Served) -> None:
                 snapshot = await state(served.database)
                 answer = await http.post("/mcp", json=rpc(tool, arguments), headers=headers)
                 assert answer.status_code == 401, (tool, action, caller, answer.text)
-                assert answer.headers["www-authenticate"] == 'Bearer realm="synaptomind"'
+                # RFC 6750 §3.1: a token that was sent and is not valid says so; no credentials, no error code.
+                challenge = answer.headers["www-authenticate"]
+                assert challenge.startswith('Bearer realm="synaptomind"'), challenge
+                assert ('error="invalid_token"' in challenge) == (caller == "revoked"), (caller, challenge)
                 assert await state(served.database) == snapshot, (tool, action, caller)
                 cells.append(Cell(tool, action, caller, "401"))
     assert tool_calls_total() == calls_before, "a tool ran for an unauthenticated request"

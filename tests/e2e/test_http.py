@@ -42,6 +42,12 @@ NO_CWD = "no cwd — the answer spans every project"
 HOUR = timedelta(hours=1)
 
 
+INVALID_TOKEN_CHALLENGE = (
+    'Bearer realm="synaptomind", error="invalid_token", '
+    'error_description="the bearer token is not valid (unknown, revoked or expired)"'
+)
+
+
 @dataclass(frozen=True)
 class RunningServer:
     base_url: str
@@ -337,7 +343,12 @@ async def test_missing_bad_revoked_and_expired_tokens_get_the_same_401(server: R
         for name, headers in cases.items():
             answer = await http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
             assert answer.status_code == 401, (name, answer.text)
-            assert answer.headers["www-authenticate"] == 'Bearer realm="synaptomind"'
+            # RFC 6750 §3.1: a token was sent and is not valid (unknown, revoked, expired: told apart in no way)
+            # → error="invalid_token"; no credentials → no error code.
+            presented = name in ("bad", "revoked", "expired")
+            assert answer.headers["www-authenticate"] == (
+                INVALID_TOKEN_CHALLENGE if presented else 'Bearer realm="synaptomind"'
+            )
             assert answer.json() == {
                 "error": "Unauthorized: send 'Authorization: Bearer <token>' "
                 "(create one with `synaptomind token create`)"

@@ -388,3 +388,44 @@ async def test_single_sign_on_through_an_openid_connect_provider(
                 assert back.status_code == 303 and back.headers["location"] == "/ui/search"
                 page = await console.get(f"{served.base_url}/ui/")
             assert page.status_code == 200 and "Signed in as <strong>ada</strong> (writer)" in page.text
+
+
+async def test_the_sdk_client_signs_in_whichever_loopback_name_it_was_given(served: Served) -> None:
+    """PUBLIC_URL says 127.0.0.1, the client's URL says localhost (the README's and DEPLOY.md's names once
+    differed): the SDK's resource and issuer checks pass, the sign-in stays on the client's name (issue 22)."""
+    port = urlsplit(served.base_url).port
+    as_localhost = Served(f"http://localhost:{port}", served.database, served.user_token)
+    browser, storage = Browser(as_localhost), MemoryStorage()
+    async with oauth_session(as_localhost, oauth_client(as_localhost, browser, storage)) as session:
+        listing = await session.list_tools()
+    assert "memory_recall" in [tool.name for tool in listing.tools]
+    assert browser.result is not None and browser.result.iss == as_localhost.base_url
+    assert storage.tokens is not None
+    assert (await post_mcp(served, storage.tokens.access_token)).status_code == 200  # one token, either name
+
+
+async def test_the_401_says_invalid_token_only_when_a_token_was_sent(served: Served) -> None:
+    """RFC 6750 §3.1: no credentials, no error code; a token that is not valid (unknown, revoked or expired, told
+    apart in no way) `error="invalid_token"`. Unknown /.well-known/ paths are absent (404), not 401."""
+    pointer = f"{served.base_url}/.well-known/oauth-protected-resource/mcp"
+    async with httpx2.AsyncClient(timeout=30) as http:
+        anonymous = await http.post(served.mcp_url, json=INITIALIZE, headers=MCP_HEADERS)
+        unknown = await post_mcp(served, "sma_" + "x" * 43)
+        static = await post_mcp(served, "smt_not-a-token")
+        absent = await http.get(f"{served.base_url}/.well-known/openid-configuration")
+        nested = await http.get(f"{served.base_url}/.well-known/oauth-authorization-server/mcp")
+        by_name = await http.post(
+            f"http://localhost:{urlsplit(served.base_url).port}/mcp", json=INITIALIZE, headers=MCP_HEADERS
+        )
+    assert anonymous.headers["www-authenticate"] == f'Bearer realm="synaptomind", resource_metadata="{pointer}"'
+    invalid = (
+        'Bearer realm="synaptomind", error="invalid_token", '
+        'error_description="the bearer token is not valid (unknown, revoked or expired)", '
+        f'resource_metadata="{pointer}"'
+    )
+    assert unknown.status_code == static.status_code == 401
+    assert unknown.headers["www-authenticate"] == static.headers["www-authenticate"] == invalid
+    assert unknown.json() == static.json() == anonymous.json() == UNAUTHORIZED
+    assert absent.status_code == nested.status_code == 404
+    localhost_pointer = f"http://localhost:{urlsplit(served.base_url).port}/.well-known/oauth-protected-resource/mcp"
+    assert f'resource_metadata="{localhost_pointer}"' in by_name.headers["www-authenticate"]

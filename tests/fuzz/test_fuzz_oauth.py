@@ -7,8 +7,8 @@ a token request with a wrong PKCE verifier, a replayed code, a redirect_uri mism
 a bad client secret, an unsupported grant type, a garbage code or refresh token; a revocation by another
 client or of garbage — the answer must be:
 - a refusal with an RFC error code (RFC 6749 §4.1.2.1 / §5.2, RFC 7591 §3.2.2, RFC 7009 §2.2.1, RFC 8707),
-  4xx and never 5xx: a JSON body `{"error": …}`, or for /authorize a redirect carrying `error=` back to a
-  registered redirect_uri (413 for a body past the form limit);
+  4xx and never 5xx: a JSON body `{"error": …}`, or for /authorize a page naming it or a redirect carrying
+  `error=` back to a registered redirect_uri (413 for a body past the form limit);
 - a refusal that issued nothing: the counts of clients, authorization requests, codes and tokens (and live
   tokens) are those of just before the call. A replayed code issues nothing and ends what the first
   exchange issued; a revocation of garbage or of another client's token revokes nothing (200, RFC 7009 §2.2).
@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -399,8 +400,14 @@ async def test_fuzz_bad_authorization_requests_are_refused(world: World, data: s
         back = parse_qs(urlsplit(location).query)
         assert back["error"][0] in AUTHORIZE_ERRORS_REDIRECTED, (back, flaws)
         outcome = back["error"][0]
-    else:
+    elif answer.status_code == 413:
         outcome = assert_refused(answer, AUTHORIZE_ERRORS, f"{flaws}: {query}")
+    else:
+        # Not redirectable: a page for the person in the browser, naming the RFC error code.
+        assert answer.status_code == 400 and answer.headers["content-type"].startswith("text/html"), answer.text[:300]
+        named = re.search(r"<code>([a-z_]+)</code>", answer.text)
+        assert named is not None and named.group(1) in AUTHORIZE_ERRORS, (answer.text[:300], flaws)
+        outcome = named.group(1)
     event(f"authorize {flaws} -> {outcome}")
     assert await world.counts() == before, flaws
 
