@@ -31,6 +31,9 @@ class ModelProfile:
     passage_batch_size: int = 8
     # The folder `synaptomind prepare-model` builds in the cache dir; None for a model fastembed downloads.
     local_dir: str | None = None
+    # Cosine a neighbour needs for placement planning (memory_status propose); None: 0.1 above unrelated_floor.
+    # e5-small's is the design's 0.75 (docs/DESIGN: "neighbours by cosine ≥ 0.75"), for either build.
+    neighbour_similarity: float | None = None
 
 
 PROFILES: dict[str, ModelProfile] = {
@@ -44,6 +47,7 @@ PROFILES: dict[str, ModelProfile] = {
         auto_cluster_distance=0.09,
         hub_source="intfloat/multilingual-e5-small",
         model_file="onnx/model.onnx",
+        neighbour_similarity=0.75,
     ),
     # Floors measured by `python -m bench.calibrate` on bench/data/retrieval_set.json (docs/BENCHMARKS.md).
     OFFLINE_MINILM: ModelProfile(
@@ -78,6 +82,7 @@ PROFILES: dict[str, ModelProfile] = {
         # alone (measured cosine 1 − 6e-9), so passages go in batches.
         passage_batch_size=8,
         local_dir=OFFLINE_E5_DIR_NAME,
+        neighbour_similarity=0.75,
     ),
 }
 
