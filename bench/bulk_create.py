@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -65,7 +66,7 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.backfill import backfill_once
 from app.embedding.embedder import FastEmbedEmbedder, Vector
-from app.embedding.profiles import OFFLINE_MINILM, ModelProfile, profile_for
+from app.embedding.profiles import OFFLINE_E5, OFFLINE_MINILM, PROFILES, ModelProfile, profile_for
 from app.embedding.runtime import EmbeddingRuntime, prepared_dir
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
@@ -182,6 +183,7 @@ class Run:
     raw_seconds: float  # raw embedding of the same texts (paired, or the neighbouring passes)
     embed_seconds: float | None = None  # embedding measured inside the service (dispatch only)
     call_seconds: list[float] = field(default_factory=list)
+    cpu_seconds: float = 0.0  # CPU of the calls: this process and its descendants (PostgreSQL, the http server)
 
     @property
     def rate(self) -> float:
@@ -197,8 +199,15 @@ class Run:
         return (self.seconds - self.embed_seconds) / self.embed_seconds if self.embed_seconds else None
 
 
+# Benchmark-only: the e5 build's previous file (4-bit MatMulNBits, `offline_e5.build(products="q4")`, which an
+# older prepare-model left in the folder), served in process (`--transport dispatch`) to compare the kernels.
+E5_4BIT = f"{OFFLINE_E5}-4bit-kernel"
+
+
 def load_embedder(model_id: str, cache_dir: Path, batch_size: int | None) -> FastEmbedEmbedder:
     """The model's prepared folder (`make model`), loaded as the service loads it."""
+    if model_id == E5_4BIT and E5_4BIT not in PROFILES:
+        PROFILES[E5_4BIT] = dataclasses.replace(PROFILES[OFFLINE_E5], model_id=E5_4BIT, model_file="model_q4.onnx")
     profile = profile_for(model_id)
     return FastEmbedEmbedder.load(profile, prepared_dir(profile, cache_dir), cache_dir, None, batch_size)
 
@@ -227,13 +236,34 @@ async def store_all(
         chunk = thoughts[start : start + batch]
         if paired is not None:
             raw += await raw_embedding(paired, [thought["content"] for thought in chunk])
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), tree_cpu_seconds()
         result = await call("memory_store", {"action": "bulk_create", "thoughts": chunk, "cwd": cwd})
         durations.append(time.perf_counter() - started)
+        CPU_SPENT[0] += tree_cpu_seconds() - cpu_started
         counts = result["meta"]["counts"]
         if counts.get("created") != len(chunk) or counts.get("failed") != 0:
             raise SystemExit(f"bulk_create stored {counts} of {len(chunk)} thoughts; the run is invalid")
     return durations, raw
+
+
+# CPU seconds the calls took, this process and its descendants (the embedded PostgreSQL, the http server)
+CPU_SPENT = [0.0]
+
+
+def tree_cpu_seconds() -> float:
+    """User + system CPU of this process and every live descendant: on a shared machine, CPU per thought moves
+    less with the others' load than the wall time does."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for process in (me, *me.children(recursive=True)):
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 class Bench:
@@ -420,7 +450,7 @@ def report(runs: list[Run], raw_passes: list[float], count: int) -> dict[str, An
     print(f"\nraw embedding passes over all {count} texts: " + ", ".join(f"{s:.1f}s" for s in raw_passes))
     print(
         f"{'path':<9}{'calls':>12}{'seconds':>9}{'thoughts/s':>12}{'raw s':>8}{'raw/s':>8}"
-        f"{'overhead':>10}{'in-service':>12}"
+        f"{'overhead':>10}{'in-service':>12}{'CPU ms':>9}"
     )
     rows = []
     for run in runs:
@@ -428,7 +458,7 @@ def report(runs: list[Run], raw_passes: list[float], count: int) -> dict[str, An
         print(
             f"{run.transport:<9}{f'{count // run.batch} × {run.batch}':>12}{run.seconds:>9.1f}{run.rate:>12.1f}"
             f"{run.raw_seconds:>8.1f}{count / run.raw_seconds:>8.1f}{run.overhead:>10.1%}"
-            f"{'–' if inside is None else format(inside, '.1%'):>12}"
+            f"{'–' if inside is None else format(inside, '.1%'):>12}{1000 * run.cpu_seconds / count:>9.2f}"
             + ("" if run.overhead <= TARGET_OVERHEAD else "  over target")
         )
         rows.append(
@@ -443,12 +473,14 @@ def report(runs: list[Run], raw_passes: list[float], count: int) -> dict[str, An
                 "embed_seconds_in_service": None if run.embed_seconds is None else round(run.embed_seconds, 2),
                 "in_service_overhead": None if inside is None else round(inside, 4),
                 "slowest_call_seconds": round(max(run.call_seconds), 2),
+                "cpu_ms_per_thought": round(1000 * run.cpu_seconds / count, 2),
             }
         )
     print(
         "overhead = service time / raw embedding time of the same texts − 1 (batched calls: each paired\n"
         "with a raw embedding of its texts; one call: the mean of the raw passes before and after it);\n"
-        "in-service = (dispatch time − embedding time measured inside it) / that embedding time"
+        "in-service = (dispatch time − embedding time measured inside it) / that embedding time;\n"
+        "CPU ms = CPU per thought stored, this process and its descendants (PostgreSQL, the http server)"
     )
     return {"raw_passes": [round(s, 2) for s in raw_passes], "runs": rows}
 
@@ -482,10 +514,12 @@ async def measure_model(
             await quiet()
             if timed is not None:
                 timed.seconds = 0.0
+            CPU_SPENT[0] = 0.0
             durations, raw = await bench.run(transport, call, batch, paired=None if single else embedder)
+            cpu = CPU_SPENT[0]
             if single:
                 raw = (before + await raw_pass()) / 2
-            run = Run(transport, batch, args.count, sum(durations), raw, call_seconds=durations)
+            run = Run(transport, batch, args.count, sum(durations), raw, call_seconds=durations, cpu_seconds=cpu)
             run.embed_seconds = timed.seconds if timed is not None else None
             runs.append(run)
             print(f"{transport} {count_calls(args.count, batch)}: {run.seconds:.2f}s, raw {raw:.2f}s")
@@ -536,9 +570,12 @@ def print_ratios(models: list[dict[str, Any]], first: str) -> None:
         base = next(m for m in models if m["model"] == first and m["round"] == result["round"])
         for row, base_row in zip(result["runs"], base["runs"], strict=True):
             ratio = row["thoughts_per_second"] / base_row["thoughts_per_second"]
+            cpu_ratio = row["cpu_ms_per_thought"] / base_row["cpu_ms_per_thought"]
             print(
                 f"  round {result['round']} {result['model']} {row['transport']} × {row['batch']}: "
-                f"{row['thoughts_per_second']:.1f} / {base_row['thoughts_per_second']:.1f} = {ratio:.2f}"
+                f"{row['thoughts_per_second']:.1f} / {base_row['thoughts_per_second']:.1f} = {ratio:.2f}; "
+                f"CPU per thought {row['cpu_ms_per_thought']:.2f} / {base_row['cpu_ms_per_thought']:.2f} ms "
+                f"= {cpu_ratio:.2f}×"
             )
 
 
