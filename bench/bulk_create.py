@@ -1,7 +1,9 @@
 """Benchmark: bulk_create of 10 000 short thoughts end to end vs raw embedding of the same texts.
 
-    python -m bench.bulk_create            # what `make bench` runs
-    python -m bench.bulk_create --count 2000 --transport dispatch
+    python -m bench.bulk_create            # what `make bench` runs: the default model (e5-small) and MiniLM
+    python -m bench.bulk_create --count 3000 --transport dispatch --no-single-call --rounds 2
+    python -m bench.bulk_create --model sentence-transformers/all-MiniLM-L6-v2-int8-dynamic   # one model
+    python -m bench.bulk_create --reembed 5000   # time moving 5 000 MiniLM vectors to the default model
 
 Raw embedding = FastEmbedEmbedder.embed_passages (the wrapper the service uses) on the same
 texts, in this process. The service paths:
@@ -23,14 +25,19 @@ vacuumed) afterwards, so every run starts from the same table:
 overhead = service time / raw embedding time − 1 (target ≤ 20 %). Each measurement waits until
 other processes leave the CPUs idle (`--quiet`), up to `--max-wait` seconds.
 
+Each `--model` (default: the default model, then MiniLM) is measured in turn, the order alternating over
+`--rounds`, and each model's thoughts/s is printed against the last model's of the same round: on a shared
+machine only such a ratio is worth comparing between runs.
+
 Database: an embedded PostgreSQL in a temporary directory (deleted at the end), unless
-SYNAPTO_DATABASE_URL is set. The offline model (`make model`) is used everywhere.
+SYNAPTO_DATABASE_URL is set. The models are the folders `make model` prepares.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -57,9 +64,10 @@ from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
+from app.embedding.backfill import backfill_once
 from app.embedding.embedder import FastEmbedEmbedder, Vector
-from app.embedding.profiles import OFFLINE_MINILM, ModelProfile, profile_for
-from app.embedding.runtime import EmbeddingRuntime, offline_model_dir
+from app.embedding.profiles import OFFLINE_E5, OFFLINE_MINILM, PROFILES, ModelProfile, profile_for
+from app.embedding.runtime import EmbeddingRuntime, prepared_dir
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
@@ -67,6 +75,7 @@ from app.services.context import AppContext
 from bench.common import cpu_times, free_port, machine, shipped_settings, wait_ready
 
 TARGET_OVERHEAD = 0.20
+DEFAULT_MODEL = EmbeddingSettings().model
 CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 # ---------------------------------------------------------------- dataset
@@ -174,6 +183,7 @@ class Run:
     raw_seconds: float  # raw embedding of the same texts (paired, or the neighbouring passes)
     embed_seconds: float | None = None  # embedding measured inside the service (dispatch only)
     call_seconds: list[float] = field(default_factory=list)
+    cpu_seconds: float = 0.0  # CPU of the calls: this process and its descendants (PostgreSQL, the http server)
 
     @property
     def rate(self) -> float:
@@ -189,9 +199,17 @@ class Run:
         return (self.seconds - self.embed_seconds) / self.embed_seconds if self.embed_seconds else None
 
 
-def load_embedder(cache_dir: Path, batch_size: int | None) -> FastEmbedEmbedder:
-    profile = profile_for(OFFLINE_MINILM)
-    return FastEmbedEmbedder.load(profile, offline_model_dir(cache_dir), cache_dir, None, batch_size)
+# Benchmark-only: the e5 build's previous file (4-bit MatMulNBits, `offline_e5.build(products="q4")`, which an
+# older prepare-model left in the folder), served in process (`--transport dispatch`) to compare the kernels.
+E5_4BIT = f"{OFFLINE_E5}-4bit-kernel"
+
+
+def load_embedder(model_id: str, cache_dir: Path, batch_size: int | None) -> FastEmbedEmbedder:
+    """The model's prepared folder (`make model`), loaded as the service loads it."""
+    if model_id == E5_4BIT and E5_4BIT not in PROFILES:
+        PROFILES[E5_4BIT] = dataclasses.replace(PROFILES[OFFLINE_E5], model_id=E5_4BIT, model_file="model_q4.onnx")
+    profile = profile_for(model_id)
+    return FastEmbedEmbedder.load(profile, prepared_dir(profile, cache_dir), cache_dir, None, batch_size)
 
 
 async def raw_embedding(embedder: FastEmbedEmbedder, texts: list[str]) -> float:
@@ -218,19 +236,41 @@ async def store_all(
         chunk = thoughts[start : start + batch]
         if paired is not None:
             raw += await raw_embedding(paired, [thought["content"] for thought in chunk])
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), tree_cpu_seconds()
         result = await call("memory_store", {"action": "bulk_create", "thoughts": chunk, "cwd": cwd})
         durations.append(time.perf_counter() - started)
+        CPU_SPENT[0] += tree_cpu_seconds() - cpu_started
         counts = result["meta"]["counts"]
         if counts.get("created") != len(chunk) or counts.get("failed") != 0:
             raise SystemExit(f"bulk_create stored {counts} of {len(chunk)} thoughts; the run is invalid")
     return durations, raw
 
 
+# CPU seconds the calls took, this process and its descendants (the embedded PostgreSQL, the http server)
+CPU_SPENT = [0.0]
+
+
+def tree_cpu_seconds() -> float:
+    """User + system CPU of this process and every live descendant: on a shared machine, CPU per thought moves
+    less with the others' load than the wall time does."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for process in (me, *me.children(recursive=True)):
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
 class Bench:
-    def __init__(self, url: str, thoughts: list[dict[str, Any]]) -> None:
+    def __init__(self, url: str, thoughts: list[dict[str, Any]], model_id: str) -> None:
         self.url = url
         self.thoughts = thoughts
+        self.model_id = model_id
         self.engine = create_async_engine(url, poolclass=NullPool)
 
     async def principal(self) -> tuple[str, Principal]:
@@ -259,7 +299,7 @@ class Bench:
             embedded = (
                 await connection.execute(
                     text("SELECT count(*) FROM thought WHERE project_id = :p AND embedding_model = :m"),
-                    {"p": project, "m": OFFLINE_MINILM},
+                    {"p": project, "m": self.model_id},
                 )
             ).scalar_one()
             if embedded != len(self.thoughts):
@@ -295,7 +335,7 @@ async def dispatch_transport(
     url: str, principal: Principal, embedder: FastEmbedEmbedder
 ) -> AsyncIterator[tuple[CallTool, TimedEmbedder]]:
     timed = TimedEmbedder(embedder)
-    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=DEFAULT_CACHE_DIR))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=embedder.profile.model_id, cache_dir=DEFAULT_CACHE_DIR))
     runtime.use(timed)
     shipped = shipped_settings()
     db = Database(build_engine(url, shipped.pool_size))
@@ -323,7 +363,9 @@ def _start_server(port: int, env: dict[str, str], log_file: Path) -> subprocess.
 
 
 @asynccontextmanager
-async def http_transport(url: str, token: str, cache_dir: Path, work_dir: Path) -> AsyncIterator[CallTool]:
+async def http_transport(
+    url: str, token: str, model_id: str, cache_dir: Path, work_dir: Path
+) -> AsyncIterator[CallTool]:
     """`synaptomind serve` in a subprocess, called with the MCP SDK client and a bearer token."""
     import httpx2
     from mcp.client import Client
@@ -335,7 +377,7 @@ async def http_transport(url: str, token: str, cache_dir: Path, work_dir: Path) 
         **os.environ,
         "SYNAPTO_DATABASE_URL": url,
         "SYNAPTO_DATA_DIR": str(work_dir / "data"),
-        "SYNAPTO_EMBEDDING__MODEL": OFFLINE_MINILM,
+        "SYNAPTO_EMBEDDING__MODEL": model_id,
         "SYNAPTO_EMBEDDING__CACHE_DIR": str(cache_dir),
         "SYNAPTO_LOG_LEVEL": "WARNING",
     }
@@ -408,7 +450,7 @@ def report(runs: list[Run], raw_passes: list[float], count: int) -> dict[str, An
     print(f"\nraw embedding passes over all {count} texts: " + ", ".join(f"{s:.1f}s" for s in raw_passes))
     print(
         f"{'path':<9}{'calls':>12}{'seconds':>9}{'thoughts/s':>12}{'raw s':>8}{'raw/s':>8}"
-        f"{'overhead':>10}{'in-service':>12}"
+        f"{'overhead':>10}{'in-service':>12}{'CPU ms':>9}"
     )
     rows = []
     for run in runs:
@@ -416,7 +458,7 @@ def report(runs: list[Run], raw_passes: list[float], count: int) -> dict[str, An
         print(
             f"{run.transport:<9}{f'{count // run.batch} × {run.batch}':>12}{run.seconds:>9.1f}{run.rate:>12.1f}"
             f"{run.raw_seconds:>8.1f}{count / run.raw_seconds:>8.1f}{run.overhead:>10.1%}"
-            f"{'–' if inside is None else format(inside, '.1%'):>12}"
+            f"{'–' if inside is None else format(inside, '.1%'):>12}{1000 * run.cpu_seconds / count:>9.2f}"
             + ("" if run.overhead <= TARGET_OVERHEAD else "  over target")
         )
         rows.append(
@@ -431,29 +473,27 @@ def report(runs: list[Run], raw_passes: list[float], count: int) -> dict[str, An
                 "embed_seconds_in_service": None if run.embed_seconds is None else round(run.embed_seconds, 2),
                 "in_service_overhead": None if inside is None else round(inside, 4),
                 "slowest_call_seconds": round(max(run.call_seconds), 2),
+                "cpu_ms_per_thought": round(1000 * run.cpu_seconds / count, 2),
             }
         )
     print(
         "overhead = service time / raw embedding time of the same texts − 1 (batched calls: each paired\n"
         "with a raw embedding of its texts; one call: the mean of the raw passes before and after it);\n"
-        "in-service = (dispatch time − embedding time measured inside it) / that embedding time"
+        "in-service = (dispatch time − embedding time measured inside it) / that embedding time;\n"
+        "CPU ms = CPU per thought stored, this process and its descendants (PostgreSQL, the http server)"
     )
     return {"raw_passes": [round(s, 2) for s in raw_passes], "runs": rows}
 
 
-async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict[str, Any]:
-    thoughts = generate_thoughts(args.count)
+async def measure_model(
+    args: argparse.Namespace, url: str, work_dir: Path, model_id: str, thoughts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Every path of one model: raw passes, dispatch and http runs, as `report` prints them."""
     texts = [thought["content"] for thought in thoughts]
-    lengths = [len(content) for content in texts]
-    print(
-        f"{len(texts)} distinct thoughts, {min(lengths)}–{max(lengths)} characters "
-        f"(mean {statistics.mean(lengths):.0f}), {sum(1 for t in thoughts if 'tags' in t)} tagged"
-    )
-    print(f"machine: {machine()}; database: {await server_version(url)}")
-    print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    embedder = load_embedder(args.cache_dir, EmbeddingSettings().batch_size)
+    print(f"\n== {model_id}; load average {os.getloadavg()[0]:.2f}")
+    embedder = load_embedder(model_id, args.cache_dir, EmbeddingSettings().batch_size)
     await embedder.embed_passages(texts[:256])  # warm-up
-    bench = Bench(url, thoughts)
+    bench = Bench(url, thoughts, model_id)
     token, principal = await bench.principal()
     raw_passes: list[float] = []
     runs: list[Run] = []
@@ -468,16 +508,18 @@ async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict
         return raw_passes[-1]
 
     async def measure(transport: str, call: CallTool, timed: TimedEmbedder | None) -> None:
-        for batch in (args.batch, args.count):
+        for batch in args.batches:
             single = batch >= args.count
             before = await raw_pass() if single else 0.0
             await quiet()
             if timed is not None:
                 timed.seconds = 0.0
+            CPU_SPENT[0] = 0.0
             durations, raw = await bench.run(transport, call, batch, paired=None if single else embedder)
+            cpu = CPU_SPENT[0]
             if single:
                 raw = (before + await raw_pass()) / 2
-            run = Run(transport, batch, args.count, sum(durations), raw, call_seconds=durations)
+            run = Run(transport, batch, args.count, sum(durations), raw, call_seconds=durations, cpu_seconds=cpu)
             run.embed_seconds = timed.seconds if timed is not None else None
             runs.append(run)
             print(f"{transport} {count_calls(args.count, batch)}: {run.seconds:.2f}s, raw {raw:.2f}s")
@@ -488,14 +530,90 @@ async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict
                 await store_all(call, generate_thoughts(64, seed=1), 64, "/bench/warm-up")
                 await measure("dispatch", call, timed)
         if args.transport in ("http", "both"):
-            async with http_transport(url, token, args.cache_dir, work_dir) as call:
+            async with http_transport(url, token, model_id, args.cache_dir, work_dir) as call:
                 await store_all(call, generate_thoughts(64, seed=1), 64, "/bench/warm-up")
                 await measure("http", call, None)
     finally:
         await bench.drop_user(principal.name)
         await bench.close()
+    return {"model": model_id, **report(runs, raw_passes, args.count)}
+
+
+async def main_async(args: argparse.Namespace, url: str, work_dir: Path) -> dict[str, Any]:
+    thoughts = generate_thoughts(args.count)
+    lengths = [len(thought["content"]) for thought in thoughts]
+    print(
+        f"{len(thoughts)} distinct thoughts, {min(lengths)}–{max(lengths)} characters "
+        f"(mean {statistics.mean(lengths):.0f}), {sum(1 for t in thoughts if 'tags' in t)} tagged"
+    )
+    print(f"machine: {machine()}; database: {await server_version(url)}")
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    # Each model once per round, the order alternating: on a shared machine only the ratio of two models
+    # measured in the same sitting means much.
+    models: list[dict[str, Any]] = []
+    for round_index in range(args.rounds):
+        order = args.model if round_index % 2 == 0 else list(reversed(args.model))
+        for model_id in order:
+            models.append({"round": round_index + 1, **await measure_model(args, url, work_dir, model_id, thoughts)})
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
-    return report(runs, raw_passes, args.count)
+    if len(args.model) > 1:
+        print_ratios(models, args.model[-1])
+    return {"models": models}
+
+
+def print_ratios(models: list[dict[str, Any]], first: str) -> None:
+    """Each model's thoughts/s against the first model's in the same round, path by path."""
+    print(f"\nthoughts/s relative to {first}, same round:")
+    for result in models:
+        if result["model"] == first:
+            continue
+        base = next(m for m in models if m["model"] == first and m["round"] == result["round"])
+        for row, base_row in zip(result["runs"], base["runs"], strict=True):
+            ratio = row["thoughts_per_second"] / base_row["thoughts_per_second"]
+            cpu_ratio = row["cpu_ms_per_thought"] / base_row["cpu_ms_per_thought"]
+            print(
+                f"  round {result['round']} {result['model']} {row['transport']} × {row['batch']}: "
+                f"{row['thoughts_per_second']:.1f} / {base_row['thoughts_per_second']:.1f} = {ratio:.2f}; "
+                f"CPU per thought {row['cpu_ms_per_thought']:.2f} / {base_row['cpu_ms_per_thought']:.2f} ms "
+                f"= {cpu_ratio:.2f}×"
+            )
+
+
+async def measure_reembed(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    """`--reembed N`: N thoughts stored with the last --model (MiniLM by default), then moved to the first (the
+    default) as `synaptomind reembed` and the background backfill move them: batches of 256 through backfill_once."""
+    source, target = args.model[-1], args.model[0]
+    thoughts = generate_thoughts(args.reembed, seed=7)
+    bench = Bench(url, thoughts, target)
+    _, principal = await bench.principal()
+    try:
+        async with dispatch_transport(url, principal, load_embedder(source, args.cache_dir, None)) as (call, _):
+            cwd = f"/bench/reembed/{uuid.uuid4().hex[:8]}"
+            await call("memory_manage", {"action": "create", "name": cwd, "local_path": cwd})
+            await store_all(call, thoughts, args.batch, cwd)
+        runtime = EmbeddingRuntime(EmbeddingSettings(model=target, cache_dir=args.cache_dir))
+        await runtime.load()
+        if runtime.state != "ready":
+            raise SystemExit(f"{target} not loadable: {runtime.note}")
+        db = Database(build_engine(url, 2))
+        await wait_for_quiet(args.quiet, args.max_wait)
+        print(f"re-embedding {len(thoughts)} thoughts {source} → {target}; load {os.getloadavg()[0]:.2f}")
+        started, cpu_started = time.perf_counter(), time.process_time()
+        moved = 0
+        while (done := await backfill_once(db, runtime, 256, include_other_models=True)) > 0:
+            moved += done
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        await db.dispose()
+        await bench.verify_and_drop(cwd)
+    finally:
+        await bench.drop_user(principal.name)
+        await bench.close()
+    rate = moved / seconds
+    print(
+        f"reembed: {moved} thoughts in {seconds:.1f}s ({rate:.1f}/s; this process's CPU {cpu:.1f}s); load at end "
+        f"{os.getloadavg()[0]:.2f}; 100 000 thoughts at this rate: {100_000 / rate / 60:.0f} min"
+    )
+    return {"reembed": {"from": source, "to": target, "thoughts": moved, "seconds": round(seconds, 1)}}
 
 
 def count_calls(count: int, batch: int) -> str:
@@ -510,6 +628,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument(
+        "--single-call",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also store all --count thoughts in one call (default on)",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        help=f"a prepared model to measure (repeat for several, alternated per round; default: {DEFAULT_MODEL} "
+        f"and {OFFLINE_MINILM})",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="rounds over the models (order alternating)")
+    parser.add_argument(
+        "--reembed",
+        type=int,
+        metavar="N",
+        help="instead: store N thoughts with the last --model, time moving them to the first (as reembed does)",
+    )
     parser.add_argument("--transport", choices=("http", "dispatch", "both"), default="both")
     cache_dir = Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", DEFAULT_CACHE_DIR))
     parser.add_argument("--cache-dir", type=Path, default=cache_dir)
@@ -528,6 +665,8 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
+    args.model = args.model or [DEFAULT_MODEL, OFFLINE_MINILM]
+    args.batches = [args.batch, args.count] if args.single_call and args.batch < args.count else [args.batch]
     signal.signal(signal.SIGTERM, _interrupt)  # stop the server and the embedded PostgreSQL on the way out
     if args.nice:
         os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # before any thread or child exists: all inherit it
@@ -540,7 +679,8 @@ def main() -> None:
             url = embedded.start()
         try:
             migrations.upgrade(url)
-            results = asyncio.run(main_async(args, url, work_dir))
+            work = measure_reembed(args, url) if args.reembed else main_async(args, url, work_dir)
+            results = asyncio.run(work)
         finally:
             if embedded is not None:
                 embedded.stop()

@@ -90,10 +90,19 @@ async def database(database_url: str) -> AsyncIterator[Database]:
 
 @pytest.fixture(scope="session")
 async def embedding_runtime() -> EmbeddingRuntime:
-    """The real offline model (prepared by `make test` via `synaptomind prepare-model`)."""
+    """The default model, as shipped (prepared by `make test` via `synaptomind prepare-model`)."""
+    runtime = EmbeddingRuntime(EmbeddingSettings(cache_dir=MODEL_CACHE))
+    await runtime.load()
+    assert runtime.state == "ready", f"default model not loadable: {runtime.note} (run `make model`)"
+    return runtime
+
+
+@pytest.fixture(scope="session")
+async def minilm_runtime() -> EmbeddingRuntime:
+    """The English-only MiniLM profile, for the tests that are about it."""
     runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=MODEL_CACHE))
     await runtime.load()
-    assert runtime.available, f"offline model not loadable: {runtime.note} (run `make model`)"
+    assert runtime.state == "ready", f"MiniLM not loadable: {runtime.note} (run `make model`)"
     return runtime
 
 

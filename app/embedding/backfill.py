@@ -23,8 +23,8 @@ async def backfill_once(
 ) -> int:
     """Embed one batch; returns how many thoughts got a vector (0 when idle, locked out or no embedder).
 
-    The background loop fills missing vectors only; moving vectors of another model to the active one is
-    `synaptomind reembed` (include_other_models), so replicas never fight over which model a vector has.
+    include_other_models also takes vectors of another model (`synaptomind reembed`, and the background loop
+    while the configured model serves: `moves_other_models`).
     """
     embedder = runtime.embedder
     if embedder is None:
@@ -56,13 +56,37 @@ async def backfill_all(
     return total
 
 
+def moves_other_models(runtime: EmbeddingRuntime) -> bool:
+    """Whether the background loop re-embeds vectors of another model: only while the configured model itself
+    serves (a replica on a fallback model leaves them, so it never undoes a move to the configured one), and
+    unless `embedding.reembed_in_background` is off. Replicas naming different models would undo each other's
+    moves: every replica of a deployment names one model (docs/CONFIG.md)."""
+    return runtime.state == "ready" and runtime.settings.reembed_in_background
+
+
 async def run_backfill_loop(db: Database, runtime: EmbeddingRuntime, interval_seconds: float = 5.0) -> None:
-    """Runs until cancelled; a failure is logged and retried on the next tick."""
+    """Runs until cancelled; a failure is logged and retried on the next tick.
+
+    After a model change (e.g. an upgrade to the e5 default over a store written with MiniLM) the thoughts with
+    the old model's vectors move batch by batch; until each moves, only the lexical leg finds it, and the
+    embedder's status note says how many have moved.
+    """
     while True:
         try:
-            done = await backfill_all(db, runtime)
+            moving = moves_other_models(runtime)
+            done = 0
+            while (batch := await backfill_once(db, runtime, include_other_models=moving)) > 0:
+                done += batch
+                if moving:
+                    runtime.note = (
+                        f"re-embedding in the background: {done} thought(s) without a vector of "
+                        f"{runtime.settings.model} embedded so far; until a thought has one, only the lexical "
+                        "leg finds it"
+                    )
             if done:
                 logger.info("backfill embedded %d thought(s)", done)
+                if moving:
+                    runtime.note = f"re-embedded {done} thought(s) with {runtime.settings.model} in the background"
         except asyncio.CancelledError:
             raise
         except Exception as error:

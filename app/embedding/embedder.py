@@ -77,14 +77,22 @@ class FastEmbedEmbedder:
         return [vector.tolist() for vector in self._passage_model.embed(texts, batch_size=len(texts))]
 
     async def embed_passages(self, texts: Sequence[str]) -> list[Vector]:
-        prefixed = [self.profile.passage_prefix + text for text in texts]
+        # A batch is padded to its longest text, so texts of like length go together (by characters, a proxy
+        # for tokens): measured on mixed lengths with e5's batches of 8, 11.3 ms of CPU a text sorted against
+        # 26.3 ms in arrival order (docs/BENCHMARKS.md). Padding is masked, so a vector does not depend on its
+        # batch; the answer comes back in the callers' order.
+        order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
+        prefixed = [self.profile.passage_prefix + texts[index] for index in order]
         loop = asyncio.get_running_loop()
         batches = [prefixed[start : start + self.batch_size] for start in range(0, len(prefixed), self.batch_size)]
         # Cancelling the gather cancels the batches no worker has started yet.
         results = await asyncio.gather(
             *(loop.run_in_executor(self._passage_pool, self._embed_batch, batch) for batch in batches)
         )
-        return [vector for batch_vectors in results for vector in batch_vectors]
+        vectors: list[Vector] = [[] for _ in texts]
+        for index, vector in zip(order, (vector for batch_vectors in results for vector in batch_vectors), strict=True):
+            vectors[index] = vector
+        return vectors
 
     def _embed_query_sync(self, text: str) -> Vector:
         vector: Vector = next(iter(self._query_model.embed([text], batch_size=1))).tolist()

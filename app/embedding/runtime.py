@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 from app.config import EmbeddingSettings
 from app.embedding.embedder import Embedder, FastEmbedEmbedder, Vector
-from app.embedding.profiles import OFFLINE_DIR_NAME, OFFLINE_MINILM, ModelProfile, profile_for
+from app.embedding.profiles import OFFLINE_DIR_NAME, OFFLINE_E5, OFFLINE_MINILM, ModelProfile, profile_for
 from app.observability import EMBEDDER_QUEUE, expected_failures
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class EmbeddingRuntime:
         return self.available
 
     async def load(self) -> None:
-        """Load the configured model, else the offline one; never raises."""
+        """Load the configured model, else the first of FALLBACK_MODELS that loads; never raises."""
         embedder, state, note = await asyncio.to_thread(_load_best, self.settings)
         if embedder is None:
             self.state, self.note = "unavailable", note
@@ -118,26 +118,61 @@ class EmbeddingRuntime:
 
 
 def offline_model_dir(cache_dir: Path) -> Path:
+    """MiniLM's folder, as `prepare-model` builds it."""
     return cache_dir / OFFLINE_DIR_NAME
 
 
+def prepared_dir(profile: ModelProfile, cache_dir: Path) -> Path:
+    """The folder `prepare-model` builds for a profile in the cache dir."""
+    if profile.local_dir is None:
+        raise ValueError(f"{profile.model_id} is not a model `synaptomind prepare-model` builds")
+    return cache_dir / profile.local_dir
+
+
+# What serves when the configured model cannot, in order: the default build (multilingual, and what a store
+# written with the defaults holds), then MiniLM (English only). `prepare-model` builds both from PyPI wheels.
+FALLBACK_MODELS = (OFFLINE_E5, OFFLINE_MINILM)
+
+
 def _load_best(settings: EmbeddingSettings) -> tuple[Embedder | None, str, str]:
+    reasons: list[str] = []
     try:
         profile = profile_for(settings.model)
     except ValueError as error:
-        return _load_offline(settings, str(error))
-    try:
-        return _load_configured(profile, settings), "ready", ""
-    except Exception as error:
-        if profile.model_id == OFFLINE_MINILM:
-            return None, "unavailable", f"offline model not loadable: {error}"
-        return _load_offline(settings, f"configured model {profile.model_id} not available ({error})")
+        reasons.append(str(error))
+    else:
+        try:
+            return _load_configured(profile, settings), "ready", ""
+        except Exception as error:
+            hint = " (run `synaptomind prepare-model`)" if profile.local_dir is not None else ""
+            reasons.append(f"configured model {profile.model_id} not available{hint}: {error}")
+    for model_id in FALLBACK_MODELS:
+        if model_id == settings.model:
+            continue
+        fallback = profile_for(model_id)
+        model_dir = prepared_dir(fallback, settings.cache_dir)
+        try:
+            embedder = FastEmbedEmbedder.load(
+                fallback, model_dir, settings.cache_dir, settings.threads, settings.batch_size
+            )
+        except Exception as error:
+            reasons.append(f"offline model {model_id} not loadable from {model_dir}: {error}")
+            continue
+        note = (
+            f"{'; '.join(reasons)}; serving with the offline model {model_id} ({_LANGUAGES[model_id]}); "
+            "thoughts it embeds move to the configured model once that loads"
+        )
+        return embedder, "fallback", note
+    return None, "unavailable", "; ".join(reasons)
+
+
+_LANGUAGES = {OFFLINE_E5: "multilingual", OFFLINE_MINILM: "English only"}
 
 
 def _load_configured(profile: ModelProfile, settings: EmbeddingSettings) -> Embedder:
     model_dir = settings.model_dir
     if model_dir is None and profile.hub_source is None:  # a profile `prepare-model` builds in the cache
-        model_dir = settings.cache_dir / (profile.local_dir or OFFLINE_DIR_NAME)
+        model_dir = prepared_dir(profile, settings.cache_dir)
     load_args = (profile, model_dir, settings.cache_dir, settings.threads, settings.batch_size)
     try:
         # Not in the cache is expected on a first start: fastembed's ERROR lines for it are not errors here.
@@ -147,17 +182,6 @@ def _load_configured(profile: ModelProfile, settings: EmbeddingSettings) -> Embe
         if model_dir is not None or not _hub_reachable(settings.allow_download):
             raise
     return FastEmbedEmbedder.load(*load_args, local_files_only=False)
-
-
-def _load_offline(settings: EmbeddingSettings, reason: str) -> tuple[Embedder | None, str, str]:
-    profile = profile_for(OFFLINE_MINILM)
-    model_dir = offline_model_dir(settings.cache_dir)
-    try:
-        embedder = FastEmbedEmbedder.load(profile, model_dir, settings.cache_dir, settings.threads, settings.batch_size)
-    except Exception as error:
-        return None, "unavailable", f"{reason}; offline model not loadable from {model_dir}: {error}"
-    note = f"{reason}; serving with the offline model {OFFLINE_MINILM} (run `synaptomind reembed` later)"
-    return embedder, "fallback", note
 
 
 def _hub_reachable(allowed: bool) -> bool:

@@ -15,7 +15,7 @@ from app.db.models import Edge, EdgeType, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import thought_select
 from app.db.vector import index_distance
-from app.embedding.profiles import E5_SMALL, ModelProfile
+from app.embedding.profiles import ModelProfile
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.text import jaccard, normalised
 
@@ -87,10 +87,12 @@ def choose_edge(subject: Subject, neighbour: ThoughtRecord, similarity: float) -
 
 
 def neighbour_threshold(profile: ModelProfile | None) -> float:
-    """How similar a neighbour must be to be planned against: 0.75 for e5-small (and without a model),
-    else 0.1 above the model's measured unrelated floor."""
-    if profile is None or profile.model_id == E5_SMALL:
+    """How similar a neighbour must be to be planned against: the profile's (0.75 for e5-small, either build, and
+    without a model), else 0.1 above the model's measured unrelated floor."""
+    if profile is None:
         return 0.75
+    if profile.neighbour_similarity is not None:
+        return profile.neighbour_similarity
     return profile.unrelated_floor + 0.1
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from app.config import Settings
-from app.embedding.profiles import OFFLINE_MINILM
 from app.main import build_context, create_http_app
 from app.services.context import AppContext
 from bench.common import loopback_listener, mcp_session, uvicorn_serving
@@ -19,7 +18,7 @@ __all__ = ["mcp_session", "serving"]
 
 @asynccontextmanager
 async def serving(database_url: str, data_dir: Path, **overrides: Any) -> AsyncIterator[tuple[int, AppContext]]:
-    """`create_http_app` under uvicorn on a free loopback port (token auth, offline model, these overrides).
+    """`create_http_app` under uvicorn on a free loopback port (token auth, the default model, these overrides).
 
     Yields the port and the server's context once uvicorn listens and the embedder is ready.
     """
@@ -27,7 +26,7 @@ async def serving(database_url: str, data_dir: Path, **overrides: Any) -> AsyncI
     values: dict[str, Any] = {
         "auth": {"mode": "token"},
         "database_url": database_url,
-        "embedding": {"model": OFFLINE_MINILM, "cache_dir": MODEL_CACHE},
+        "embedding": {"cache_dir": MODEL_CACHE},
         "data_dir": data_dir,
         "port": port,
         "pool_size": 2,

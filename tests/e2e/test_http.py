@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from app.db.engine import Database
 from app.db.models import Role
-from app.embedding.profiles import OFFLINE_MINILM
+from app.embedding.profiles import OFFLINE_E5
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from tests.contract import COMPACT_THOUGHT_KEYS, FULL_THOUGHT_KEYS
@@ -394,7 +394,7 @@ async def test_health_needs_no_token(server: RunningServer) -> None:
     assert set(body["checks"]) == {"database", "embedder"}
     assert body["checks"]["database"] == "ok"
     assert body["checks"]["embedder"]["state"] == "ready"
-    assert body["checks"]["embedder"]["active_model"] == OFFLINE_MINILM
+    assert body["checks"]["embedder"]["active_model"] == OFFLINE_E5
 
 
 async def test_unknown_host_header_is_refused_with_421(server: RunningServer) -> None:

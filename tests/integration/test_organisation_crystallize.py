@@ -11,7 +11,7 @@ import pytest
 from app.config import EmbeddingSettings
 from app.db.records import Principal
 from app.db.repositories import neighbours
-from app.embedding.profiles import OFFLINE_MINILM
+from app.embedding.profiles import OFFLINE_E5, OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext
 from tests.conftest import MODEL_CACHE
@@ -242,9 +242,7 @@ async def test_cluster_creates_a_cluster_thought_with_an_edge_to_each_member(wri
     )
     assert [row[0] for row in stored] == sorted(m["id"] for m in members)
     # the titled cluster is embedded, so it is searchable like any thought
-    assert await rows(writer, "SELECT embedding_model FROM thought WHERE id = :id", id=cluster["id"]) == [
-        (OFFLINE_MINILM,)
-    ]
+    assert await rows(writer, "SELECT embedding_model FROM thought WHERE id = :id", id=cluster["id"]) == [(OFFLINE_E5,)]
 
 
 async def test_cluster_cwd_picks_the_project_else_the_members_project(writer: ToolCaller) -> None:

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from app.config import EmbeddingSettings, Settings
 from app.db.repositories.projects import ProjectRepository
-from app.embedding.profiles import OFFLINE_MINILM
+from app.embedding.profiles import OFFLINE_E5, OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.main import settings_view
 from app.services.context import AppContext
@@ -313,7 +313,7 @@ async def test_config_is_raw_text_mirrored_in_item_text_with_the_password_masked
     assert "s3cret-pass" not in raw and "s3cret-pass" not in str(answer.result)
     assert "slots.default_max_chars = 2000" in raw.splitlines()
     assert "embedder.state = ready" in raw.splitlines()
-    assert f"embedder.active_model = {OFFLINE_MINILM}" in raw.splitlines()
+    assert f"embedder.active_model = {OFFLINE_E5}" in raw.splitlines()
     assert answer.result["meta"] == {
         "action": "config",
         "scope": None,

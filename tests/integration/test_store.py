@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from app.db.repositories.thoughts import ThoughtRepository
 from app.db.repositories.url_links import UrlLinkRepository
-from app.embedding.profiles import OFFLINE_MINILM
+from app.embedding.profiles import OFFLINE_E5
 from app.services.context import AppContext
 from app.services.store import insert_chunk_sizes
 from tests.conftest import MODEL_CACHE
@@ -230,7 +230,7 @@ async def test_over_the_soft_limit_is_accepted_with_a_warning(writer: ToolCaller
 async def test_the_embedding_is_stored_with_the_offline_model_id(writer: ToolCaller) -> None:
     item = await create(writer, "vectors are stored at write time")
     [row] = await rows(writer.context, "SELECT id, embedding_model, vector_dims(embedding) AS dims FROM thought")
-    assert (str(row.id), row.embedding_model, row.dims) == (item["id"], OFFLINE_MINILM, 384)
+    assert (str(row.id), row.embedding_model, row.dims) == (item["id"], OFFLINE_E5, 384)
 
 
 async def test_registered_cwd_and_its_subdirectory_land_in_that_project(writer: ToolCaller) -> None:
@@ -300,7 +300,7 @@ async def test_update_content_reembeds_and_bumps_updated_at(writer: ToolCaller) 
     }
     [row] = await rows(writer.context, "SELECT content, embedding::text AS vec, embedding_model FROM thought")
     assert row.content == "a completely different second wording"
-    assert row.embedding_model == OFFLINE_MINILM
+    assert row.embedding_model == OFFLINE_E5
     assert row.vec != before_vector
 
 
@@ -591,7 +591,7 @@ async def test_bulk_create_stores_every_vector_in_one_batched_call(
         writer.context,
         "SELECT count(*) AS n, count(embedding) AS vectors, "
         "count(*) FILTER (WHERE embedding_model = :model) AS model FROM thought",
-        model=OFFLINE_MINILM,
+        model=OFFLINE_E5,
     )
     assert tuple(row) == (100, 100, 100)
 
@@ -612,7 +612,7 @@ async def test_a_large_bulk_create_embeds_in_chunks_inside_its_transaction(
         writer.context,
         "SELECT count(*), count(*) FILTER (WHERE embedding_model = :model), "
         "count(*) FILTER (WHERE content = 'pipelined thought number 42' AND tags = ARRAY['t0']) FROM thought",
-        model=OFFLINE_MINILM,
+        model=OFFLINE_E5,
     )
     assert tuple(row) == (600, 600, 1)
 

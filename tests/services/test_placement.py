@@ -7,7 +7,7 @@ import uuid
 
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
-from app.embedding.profiles import E5_SMALL, PROFILES
+from app.embedding.profiles import E5_SMALL, OFFLINE_E5, OFFLINE_MINILM, PROFILES
 from app.services.context import AppContext
 from app.services.placement import neighbour_threshold, plan_placement
 from tests.helpers import ToolCaller
@@ -16,8 +16,11 @@ from tests.integration.search_support import create
 
 def test_the_neighbour_threshold_follows_the_active_model() -> None:
     assert neighbour_threshold(None) == 0.75
-    assert neighbour_threshold(PROFILES[E5_SMALL]) == 0.75
-    other = dataclasses.replace(PROFILES[E5_SMALL], model_id="some/other-model", unrelated_floor=0.3)
+    assert neighbour_threshold(PROFILES[E5_SMALL]) == neighbour_threshold(PROFILES[OFFLINE_E5]) == 0.75
+    assert neighbour_threshold(PROFILES[OFFLINE_MINILM]) == PROFILES[OFFLINE_MINILM].unrelated_floor + 0.1
+    other = dataclasses.replace(
+        PROFILES[E5_SMALL], model_id="some/other-model", unrelated_floor=0.3, neighbour_similarity=None
+    )
     assert neighbour_threshold(other) == 0.3 + 0.1
 
 
