@@ -65,7 +65,17 @@ from app.embedding.runtime import EmbeddingRuntime
 from app.services.search import pool_size
 from bench.calibrate import RESULTS, model_cache_dir
 from bench.common import shipped_settings
-from bench.eval import BM25, RRF_K, SERVICE_MODES, Caller, Session, english_stemmer, open_session, rrf
+from bench.eval import (
+    BM25,
+    RRF_K,
+    SERVICE_MODES,
+    Caller,
+    Session,
+    english_stemmer,
+    open_session,
+    rrf,
+    search_settings,
+)
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial) left out
 GROUPS = ("overall", "single-hop", "temporal", "multi-hop", "open-domain")
@@ -245,6 +255,19 @@ def by_half(data: LoCoMo, rankings: dict[str, dict[str, Sequence[str]]]) -> dict
 def percentile(values: Sequence[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def adjacency(legs: dict[str, Any]) -> dict[str, tuple[str | None, ...]]:
+    """turn key → the keys of the turns just before and after it in its session, for the rows of one question's
+    legs (a replay's stand-in for SearchRepository.adjacent: bulk_create stores a dialogue's turns in order, so
+    the thought before a turn is the turn before it, the last of the previous session before a session's first —
+    which the replay leaves out)."""
+    result: dict[str, tuple[str | None, ...]] = {}
+    for key, _ in (*legs["vector"], *legs["lexical"]):
+        dialogue, dia_id = key.split("/", 1)
+        session, turn = dia_id[1:].split(":")
+        result[key] = (f"{dialogue}/D{session}:{int(turn) - 1}", f"{dialogue}/D{session}:{int(turn) + 1}")
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------- the store
@@ -441,7 +464,7 @@ async def leg_rows(
     """question id → the service's vector leg (key, cosine) and lexical leg (key, BM25) at a limit-10 pool, and
     the lexical leg's Σ idf (for bench.fusion's replay)."""
     pool = pool_size(LIMIT)
-    settings = shipped_settings().search.bm25
+    settings = session.callers[False].context.settings.search.bm25
     legs: dict[str, Any] = {}
     async with session.database.unit_of_work() as db:
         projects = ProjectRepository(db)
@@ -463,7 +486,7 @@ async def leg_rows(
     return legs
 
 
-async def run(data: LoCoMo, model: str, url: str, folder: Path | None) -> dict[str, Any]:
+async def run(data: LoCoMo, model: str, url: str, folder: Path | None, search: Sequence[str] = ()) -> dict[str, Any]:
     settings = EmbeddingSettings(model=model, cache_dir=model_cache_dir())
     runtime = EmbeddingRuntime(settings)
     await runtime.load()
@@ -471,7 +494,7 @@ async def run(data: LoCoMo, model: str, url: str, folder: Path | None) -> dict[s
         sys.exit(f"model {model} not loadable: {runtime.note} (run `make model`)")
     lexical_runtime = EmbeddingRuntime(settings)  # never loaded: no embedder, searches answer lexically
     seconds: dict[str, float] = {}
-    session = await open_session(url, runtime, lexical_runtime)
+    session = await open_session(url, runtime, lexical_runtime, search_settings(search))
     try:
         manifest = await stored(session, data, model, folder)
         cwd_of, key_of = manifest["cwd_of"], manifest["key_of"]
@@ -556,28 +579,40 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=shipped_settings().embedding.model, help="default: the served default")
     parser.add_argument("--fresh", action="store_true", help="store into a temporary database, not the cache")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
+    parser.add_argument(
+        "--search", action="append", default=[], metavar="NAME=VALUE", help="a search setting for this run"
+    )
+    parser.add_argument("--no-legs", action="store_true", help="do not rewrite the legs file (bench.fusion's input)")
     args = parser.parse_args(argv)
     data = load(args.data)
     started = time.perf_counter()
     with store_database(data, args.model, args.fresh) as (url, folder):  # migrations run their own event loop
-        result = asyncio.run(run(data, args.model, url, folder))
+        result = asyncio.run(run(data, args.model, url, folder, args.search))
     legs = result.pop("legs")
     CACHE.mkdir(parents=True, exist_ok=True)
     legs_file = CACHE / f"legs-{re.sub(r'[^A-Za-z0-9.-]+', '_', args.model)}.json"
-    questions = {
-        q.id: {"category": q.category, "dialogue": q.dialogue, "evidence": sorted(q.evidence)} for q in data.questions
-    }
-    legs_file.write_text(json.dumps({"questions": questions, "legs": legs}) + "\n", encoding="utf-8")
+    if not args.no_legs:
+        questions = {
+            q.id: {"category": q.category, "dialogue": q.dialogue, "evidence": sorted(q.evidence)}
+            for q in data.questions
+        }
+        legs_file.write_text(json.dumps({"questions": questions, "legs": legs}) + "\n", encoding="utf-8")
     output = {
         "data": {"citation": CITATION, "path": str(args.data), "digest": data.digest, "left_out": data.left_out},
-        "setup": {"model": args.model, "limit": LIMIT, "halves": HALVES, "references": {"bm25": BM25, "rrf_k": RRF_K}},
+        "setup": {
+            "model": args.model,
+            "search": args.search,
+            "limit": LIMIT,
+            "halves": HALVES,
+            "references": {"bm25": BM25, "rrf_k": RRF_K},
+        },
         **result,
         "total_seconds": round(time.perf_counter() - started, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(output, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print_report(data, args.model, result)
-    print(f"\n{output['total_seconds']} s in all; wrote {args.out} and {legs_file}")
+    print(f"\n{output['total_seconds']} s in all; wrote {args.out}" + ("" if args.no_legs else f" and {legs_file}"))
 
 
 if __name__ == "__main__":
