@@ -172,7 +172,7 @@ def scaled(vector_weight: float, third_weight: float = 0.0, vector: bool = True,
     return fuse
 
 
-def standardised(vector_weight: float, neighbour: float = 0.0, third: bool = False) -> Fusion:
+def standardised(vector_weight: float, neighbour: float = 0.0, third: bool = False, top: int = 0) -> Fusion:
     """The shipped fusion (SearchService._fuse): each leg's scores standardised over its rows (the lexical leg's
     padded with zeros to the dense leg's row count), a row missing from a leg at that leg's lowest value,
     vector_weight × z_dense + (1 − vector_weight) × z_lexical; then each candidate adds `neighbour` × (fused −
@@ -205,9 +205,10 @@ def standardised(vector_weight: float, neighbour: float = 0.0, third: bool = Fal
         if neighbour and legs.adjacent is not None and fused:
             lowest_fused = min(fused.values())
             plain = dict(fused)
+            leading = set(sorted(plain, key=lambda key: (-plain[key], -ties[key], key))[:top]) if top else set(plain)
             for key in fused:
                 after = (legs.adjacent.get(key) or (None, None))[-1]
-                if after is not None and after in plain:
+                if after is not None and after in leading:
                     fused[key] += neighbour * (plain[after] - lowest_fused)
         return sorted(fused, key=lambda key: (-fused[key], -ties[key], key))
 
@@ -255,7 +256,7 @@ def with_feedback(fuse: Fusion) -> Fusion:
 
 
 FORMER = rrf(depth=10, relative=0.7, adaptive=0.5)  # the eighth round's fusion, shipped until issue 23
-SHIPPED = standardised(0.55, neighbour=0.2)
+SHIPPED = standardised(0.55, neighbour=0.2, top=30)
 
 FUSIONS: dict[str, Fusion] = {
     "vector only": only("vector"),
@@ -288,7 +289,12 @@ FUSIONS: dict[str, Fusion] = {
         for weight in (0.5, 0.55)
         for share in (0.1, 0.3)
     },
-    "shipped: standardised, vector weight 0.55, neighbour 0.2": SHIPPED,
+    **{
+        f"standardised 0.55, neighbour 0.2, lifted by the first {top}": standardised(0.55, 0.2, top=top)
+        for top in (10,)
+    },
+    "standardised 0.55, neighbour 0.2, lifted by every candidate": standardised(0.55, 0.2),
+    "shipped: standardised, vector weight 0.55, neighbour 0.2, lifted by the first 30": SHIPPED,
     "rrf k60 relative 0.7 adaptive 1": rrf(relative=0.7, adaptive=1.0),
     "rrf k20 depth 10": rrf(k=20, depth=10),
     "rrf k60 depth 10 lexical 0.7": rrf(depth=10, lexical_weight=0.7),
@@ -314,7 +320,7 @@ THIRD_LEG_FUSIONS: dict[str, Fusion] = {
     ),
     "3 legs: standardised 0.55 with the third model instead of the vector leg": standardised(0.55, third=True),
     "3 legs: shipped (standardised 0.55, neighbour 0.2) with the third model instead of the vector leg": standardised(
-        0.55, 0.2, third=True
+        0.55, 0.2, third=True, top=30
     ),
     "3 legs: rrf k60 lexical + vector + third": rrf(third_weight=1.0),
     "3 legs: rrf k60 bm25s + vector + third (reference)": textbook_rrf("bm25s", "vector", "third"),

@@ -28,6 +28,9 @@ RRF_K = 60  # of the reported rrf_score (the tie-break of the fusion)
 # equally good. Over a pool of 100 rows e5's and MiniLM's cosines spread wider (LoCoMo, docs/BENCHMARKS.md).
 MIN_COSINE_DEVIATION = 0.01
 MIN_BM25_DEVIATION = 0.1
+# How many of the first fused candidates lift the one stored before them (at least 3 × limit): on LoCoMo's tuning
+# half R@5 0.618 against 0.621 for every candidate, at a fraction of the reads (docs/BENCHMARKS.md).
+NEIGHBOUR_LEADERS = 30
 Standing = Literal["current", "contradicted", "superseded"]
 STANDING_ORDER = {"current": 0, "contradicted": 1, "superseded": 2}
 
@@ -221,10 +224,11 @@ class SearchService:
             vector_rows = await self.repo.vector_leg(vector, profile.model_id, query.where, pool)
         elif not query.hybrid:
             lexical = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
-        adjacency: dict[uuid.UUID, tuple[uuid.UUID | None, ...]] = {}
-        if self.neighbour_weight > 0 and query.hybrid and vector_rows:
-            adjacency = await self.repo.adjacent(list({row.id for row in (*vector_rows, *lexical.rows)}))
-        candidates = self._fuse(vector_rows, lexical, query, adjacency)
+        candidates = self._fuse(vector_rows, lexical, query)
+        if self.neighbour_weight > 0 and query.hybrid and vector_rows and candidates:
+            leaders = candidates[: max(NEIGHBOUR_LEADERS, 3 * query.limit)]
+            adjacency = await self.repo.adjacent([candidate.id for candidate in leaders])
+            candidates = self._fuse(vector_rows, lexical, query, adjacency)
         if query.supersession_mode == "suppress":
             suppressed = await self._superseded(candidates)
             candidates = [candidate for candidate in candidates if candidate.id not in suppressed]
@@ -265,11 +269,12 @@ class SearchService:
         the vector leg, and the BM25 scores of the lexical leg padded with zeros up to the vector leg's row count
         (a row holding no query lexeme scores 0). A row missing from a leg takes that leg's lowest value (0 for a
         padded lexical leg). A deviation is at least MIN_COSINE_DEVIATION (cosines) or MIN_BM25_DEVIATION × the
-        best BM25. fused = w · z_vector + (1 − w) · z_lexical, w = search.vector_weight. With
-        `adjacency` (a hybrid search: each candidate's thoughts stored just before and after it in its project),
-        a candidate then adds search.neighbour_weight × (fused − the lowest fused) of the candidate stored just
-        after it: in a dialogue the turn that holds the answer is often followed by the one that repeats the
-        question's words. Only candidates are lifted, never a row neither leg found. final_score = e^(fused −
+        best BM25. fused = w · z_vector + (1 − w) · z_lexical, w = search.vector_weight. With `adjacency` (in a
+        hybrid search: the first candidates of a first pass, each with the thoughts stored just before and after
+        it in its project), the candidate stored just before each of them adds search.neighbour_weight × (the
+        leader's fused − the lowest fused): in a dialogue the turn that holds the answer is often followed by
+        the one that repeats the question's words. Only candidates are lifted, never a row neither leg found.
+        final_score = e^(fused −
         the best fused) (1 for the first row, e^−1 a standard deviation below) + recency_weight × recency.
         rrf_score is plain RRF (k 60 over every rank of both legs), reported and used to break ties. Why
         (docs/BENCHMARKS.md, "LoCoMo"): rank fusion weighs a leg's first row the same whether it stands far above
@@ -310,10 +315,9 @@ class SearchService:
         lowest = min(candidate.fused_score for candidate in candidates.values())
         if adjacency:
             own_scores = {thought_id: candidate.fused_score for thought_id, candidate in candidates.items()}
-            for thought_id, candidate in candidates.items():
-                after = adjacency.get(thought_id, (None, None))[-1]
-                if after is not None and after in own_scores:
-                    candidate.fused_score += self.neighbour_weight * (own_scores[after] - lowest)
+            for leader, (before, *_) in adjacency.items():
+                if leader in own_scores and before is not None and before in candidates:
+                    candidates[before].fused_score += self.neighbour_weight * (own_scores[leader] - lowest)
         best = max(candidate.fused_score for candidate in candidates.values())
         now = datetime.now(UTC)
         for candidate in candidates.values():
