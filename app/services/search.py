@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
@@ -227,8 +227,7 @@ class SearchService:
         candidates = self._fuse(vector_rows, lexical, query)
         if self.neighbour_weight > 0 and query.hybrid and vector_rows and candidates:
             leaders = candidates[: max(NEIGHBOUR_LEADERS, 3 * query.limit)]
-            adjacency = await self.repo.adjacent([candidate.id for candidate in leaders])
-            candidates = self._fuse(vector_rows, lexical, query, adjacency)
+            candidates = self._lift(candidates, await self.repo.preceding([leader.id for leader in leaders]), query)
         if query.supersession_mode == "suppress":
             suppressed = await self._superseded(candidates)
             candidates = [candidate for candidate in candidates if candidate.id not in suppressed]
@@ -261,20 +260,15 @@ class SearchService:
         vector_rows: Sequence[LegRow],
         lexical: LexicalLeg,
         query: SearchQuery,
-        adjacency: Mapping[uuid.UUID, tuple[uuid.UUID | None, ...]] | None = None,
     ) -> list[Candidate]:
-        """Score fusion of the two legs' standardised scores, then neighbours, then the opt-in recency term.
+        """Score fusion of the two legs' standardised scores, then the opt-in recency term.
 
         Each leg's scores are standardised over its rows (z = (x − mean) / standard deviation): the cosines of
         the vector leg, and the BM25 scores of the lexical leg padded with zeros up to the vector leg's row count
         (a row holding no query lexeme scores 0). A row missing from a leg takes that leg's lowest value (0 for a
         padded lexical leg). A deviation is at least MIN_COSINE_DEVIATION (cosines) or MIN_BM25_DEVIATION × the
-        best BM25. fused = w · z_vector + (1 − w) · z_lexical, w = search.vector_weight. With `adjacency` (in a
-        hybrid search: the first candidates of a first pass, each with the thoughts stored just before and after
-        it in its project), the candidate stored just before each of them adds search.neighbour_weight × (the
-        leader's fused − the lowest fused): in a dialogue the turn that holds the answer is often followed by
-        the one that repeats the question's words. Only candidates are lifted, never a row neither leg found.
-        final_score = e^(fused −
+        best BM25. fused = w · z_vector + (1 − w) · z_lexical, w = search.vector_weight (a hybrid search then
+        lifts neighbours: _lift). final_score = e^(fused −
         the best fused) (1 for the first row, e^−1 a standard deviation below) + recency_weight × recency.
         rrf_score is plain RRF (k 60 over every rank of both legs), reported and used to break ties. Why
         (docs/BENCHMARKS.md, "LoCoMo"): rank fusion weighs a leg's first row the same whether it stands far above
@@ -312,20 +306,35 @@ class SearchService:
                     mean, deviation = scales[name]
                     own = min(values[name]) if value is None else value
                     candidate.fused_score += weights[name] * (own - mean) / deviation
-        lowest = min(candidate.fused_score for candidate in candidates.values())
-        if adjacency:
-            own_scores = {thought_id: candidate.fused_score for thought_id, candidate in candidates.items()}
-            for leader, (before, *_) in adjacency.items():
-                if leader in own_scores and before is not None and before in candidates:
-                    candidates[before].fused_score += self.neighbour_weight * (own_scores[leader] - lowest)
-        best = max(candidate.fused_score for candidate in candidates.values())
+        return self._ranked(candidates.values(), query)
+
+    def _lift(
+        self, candidates: Sequence[Candidate], preceding: Mapping[uuid.UUID, uuid.UUID | None], query: SearchQuery
+    ) -> list[Candidate]:
+        """Neighbouring turns: the candidate stored just before each leader (`preceding`: leader → that thought,
+        for the first candidates of the fused order) adds search.neighbour_weight × (the leader's fused − the
+        lowest fused). In a dialogue the turn that holds the answer is often followed by the one that repeats
+        the question's words. Only candidates are lifted, never a row neither leg found."""
+        by_id = {candidate.id: candidate for candidate in candidates}
+        own = {candidate.id: candidate.fused_score for candidate in candidates}
+        lowest = min(own.values())
+        for leader, before in preceding.items():
+            if leader in own and before is not None and before in by_id:
+                by_id[before].fused_score += self.neighbour_weight * (own[leader] - lowest)
+        return self._ranked(candidates, query)
+
+    @staticmethod
+    def _ranked(candidates: Iterable[Candidate], query: SearchQuery) -> list[Candidate]:
+        """The final scores (e^(fused − best) + recency) and the order: final score, then rrf_score, then id."""
+        candidates = list(candidates)
+        best = max(candidate.fused_score for candidate in candidates)
         now = datetime.now(UTC)
-        for candidate in candidates.values():
+        for candidate in candidates:
             candidate.final_score = math.exp(candidate.fused_score - best)
             if query.recency_weight > 0:
                 candidate.recency_score = recency(candidate.created_at, query.recency_half_life_days, now)
                 candidate.final_score += query.recency_weight * candidate.recency_score
-        return sorted(candidates.values(), key=lambda row: (-row.final_score, -row.rrf_score, str(row.id)))
+        return sorted(candidates, key=lambda row: (-row.final_score, -row.rrf_score, str(row.id)))
 
     async def _hits(
         self,

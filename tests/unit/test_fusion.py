@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import statistics
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +18,6 @@ from app.services.search import MIN_COSINE_DEVIATION, RRF_K, Candidate, SearchQu
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 WEIGHT = SearchSettings().vector_weight
-Adjacency = Mapping[uuid.UUID, tuple[uuid.UUID | None, ...]]
 
 
 def _ids(count: int) -> list[uuid.UUID]:
@@ -35,15 +33,15 @@ def _z(values: list[float]) -> list[float]:
     return [(value - mean) / deviation for value in values]
 
 
+def _service(settings: SearchSettings | None = None) -> Any:
+    return SearchService(None, None, Calibration(0.2, 0.5), settings or SearchSettings(), None)  # type: ignore[arg-type]
+
+
 def _fuse(
-    vector: list[LegRow],
-    lexical: list[LegRow],
-    settings: SearchSettings | None = None,
-    adjacency: Adjacency | None = None,
+    vector: list[LegRow], lexical: list[LegRow], settings: SearchSettings | None = None
 ) -> dict[uuid.UUID, Candidate]:
-    service: Any = SearchService(None, None, Calibration(0.2, 0.5), settings or SearchSettings(), None)  # type: ignore[arg-type]
     query = SearchQuery("q", ThoughtFilter(), 10)
-    return {candidate.id: candidate for candidate in service._fuse(vector, LexicalLeg(lexical, 0.0), query, adjacency)}
+    return {candidate.id: candidate for candidate in _service(settings)._fuse(vector, LexicalLeg(lexical, 0.0), query)}
 
 
 def test_the_shipped_weights() -> None:
@@ -110,18 +108,19 @@ def test_rrf_is_reported_over_every_rank_and_breaks_ties() -> None:
     assert tied[high].fused_score == tied[low].fused_score and list(tied) == [high, low]
 
 
-def test_a_candidate_adds_a_share_of_the_fused_score_of_the_candidate_stored_after_it() -> None:
+def test_each_leader_lifts_the_candidate_stored_just_before_it() -> None:
     question, reply, stranger, outside = _ids(4)
     vector = _rows([reply, stranger, question], [0.1, 0.2, 0.3])
     plain = _fuse(vector, [])
-    lowest = min(candidate.fused_score for candidate in plain.values())
-    # `reply` was stored right after `question`; `outside` (after `reply`) is in neither leg and stays out.
-    adjacency = {question: (None, reply), reply: (question, outside), stranger: (None, None)}
-    lifted = _fuse(vector, [], SearchSettings(neighbour_weight=0.75), adjacency)
-    assert set(lifted) == {question, reply, stranger}
-    gain = 0.75 * (plain[reply].fused_score - lowest)
-    assert lifted[question].fused_score == pytest.approx(plain[question].fused_score + gain)
-    assert lifted[reply].fused_score == pytest.approx(plain[reply].fused_score)  # what follows it is no candidate
-    assert lifted[stranger].fused_score == pytest.approx(plain[stranger].fused_score)
-    assert list(lifted) == [reply, question, stranger]  # lifted past the stranger
-    assert math.isclose(lifted[reply].final_score, 1.0)
+    own = {thought_id: candidate.fused_score for thought_id, candidate in plain.items()}
+    lowest = min(own.values())
+    service = _service(SearchSettings(neighbour_weight=0.75))
+    query = SearchQuery("q", ThoughtFilter(), 10)
+    # `question` was stored just before `reply`; `outside`, stored before `stranger`, is in neither leg.
+    lifted = service._lift(list(plain.values()), {reply: question, stranger: outside, question: None}, query)
+    assert {candidate.id for candidate in lifted} == {question, reply, stranger}
+    scores = {candidate.id: candidate.fused_score for candidate in lifted}
+    assert scores[question] == pytest.approx(own[question] + 0.75 * (own[reply] - lowest))
+    assert scores[reply] == pytest.approx(own[reply]) and scores[stranger] == pytest.approx(own[stranger])
+    assert [candidate.id for candidate in lifted] == [reply, question, stranger]  # lifted past the stranger
+    assert math.isclose(lifted[0].final_score, 1.0)

@@ -305,6 +305,24 @@ def _adjacent_statement() -> Select[*tuple[Any, ...]]:
     return select(Thought.id, probe(True).label("before"), probe(False).label("after")).where(id_in_param(Thought.id))
 
 
+@lru_cache(maxsize=1)
+def _preceding_statement() -> Select[*tuple[Any, ...]]:
+    """Per thought of `ids`: the thought stored just before it in its project (one probe of
+    ix_thought_project_created each)."""
+    other = aliased(Thought)
+    before = (
+        select(other.id)
+        .where(
+            other.project_id == Thought.project_id,
+            tuple_(other.created_at, other.id) < tuple_(Thought.created_at, Thought.id),
+        )
+        .order_by(other.created_at.desc(), other.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return select(Thought.id, before.label("before")).where(id_in_param(Thought.id))
+
+
 # A page's cluster memberships (group_by_cluster): cluster edges point from the cluster to its member.
 _CLUSTERS_OF = (
     select(Edge.target_id, Thought.id, Thought.content)
@@ -427,11 +445,19 @@ class SearchRepository:
         return {row.id for row in await self._execute(_superseded_statement(), {"ids": list(thought_ids)})}
 
     async def adjacent(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID | None, ...]]:
-        """thought id → the ids stored just before and just after it in its project (None at either end)."""
+        """thought id → the ids stored just before and just after it in its project (None at either end): for
+        bench.fusion's replays, which lift either side; the search itself reads `preceding`."""
         if not thought_ids:
             return {}
         rows = await self._execute(_adjacent_statement(), {"ids": list(thought_ids)})
         return {row.id: (row.before, row.after) for row in rows}
+
+    async def preceding(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID | None]:
+        """thought id → the id stored just before it in its project (None for a project's first)."""
+        if not thought_ids:
+            return {}
+        rows = await self._execute(_preceding_statement(), {"ids": list(thought_ids)})
+        return {row.id: row.before for row in rows}
 
     async def clusters_of(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID, str]]:
         """member id → (cluster id, cluster content) via `cluster` edges (cluster → member)."""
