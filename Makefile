@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check migrate model bench eval format clean bench-search bench-organisation fuzz load
+.PHONY: run test check migrate model bench eval eval-locomo format clean bench-search bench-organisation fuzz load
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,13 @@ bench: $(STAMP) model
 
 eval: $(STAMP) model
 	$(BIN)/python -m bench.eval --check
+
+# Retrieval on LoCoMo (bench/locomo.py, docs/BENCHMARKS.md); the data stays outside the repository:
+# DATA = a folder of <id>.json dialogues or the upstream locomo10.json. MODEL = an offline profile (default: the
+# served default). The store is cached in bench/.data/locomo; the first run embeds the 5,882 turns.
+eval-locomo: $(STAMP) model
+	@test -n "$(DATA)" || { echo "usage: make eval-locomo DATA=<folder of LoCoMo dialogues or locomo10.json>"; exit 2; }
+	$(BIN)/python -m bench.locomo --data $(DATA) $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 bench-search: $(STAMP) model
 	$(BIN)/python -m bench.search $(ARGS)

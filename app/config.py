@@ -70,6 +70,12 @@ class SearchSettings(SettingsGroup):
     confidence: ConfidenceSettings = ConfidenceSettings()
     bm25: Bm25Settings = Bm25Settings()
     default_min_relevance: float = Field(default=0.4, ge=0, le=1)
+    # The vector leg's share of the fused score, the lexical leg's the rest (SearchService._fuse); chosen on
+    # LoCoMo's tuning half (docs/BENCHMARKS.md).
+    vector_weight: float = Field(default=0.55, ge=0, le=1)
+    # What a hybrid candidate adds of the fused score of the candidate stored just after it in its project
+    # (0 = off); chosen on LoCoMo's tuning half, checked on the generated sets (docs/BENCHMARKS.md).
+    neighbour_weight: float = Field(default=0.2, ge=0, le=1)
 
 
 class HttpSettings(SettingsGroup):

@@ -54,7 +54,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import text
 
-from app.config import EmbeddingSettings
+from app.config import EmbeddingSettings, SearchSettings, Settings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
@@ -173,9 +173,22 @@ class Session:
         return {"postgresql": server, "pgvector": vector}
 
 
-async def open_session(url: str, runtime: EmbeddingRuntime, lexical_runtime: EmbeddingRuntime) -> Session:
-    database = Database(build_engine(url, pool_size=5))
+def search_settings(overrides: Sequence[str]) -> Settings:
+    """The shipped settings with `name=value` overrides of the search group (`--search`, for comparing variants
+    in a run; what a benchmark reports without them is the service as shipped)."""
     settings = shipped_settings()
+    if not overrides:
+        return settings
+    fields = dict(item.split("=", 1) for item in overrides)
+    search = SearchSettings.model_validate(settings.search.model_dump() | fields)
+    return settings.model_copy(update={"search": search})
+
+
+async def open_session(
+    url: str, runtime: EmbeddingRuntime, lexical_runtime: EmbeddingRuntime, settings: Settings | None = None
+) -> Session:
+    database = Database(build_engine(url, pool_size=5))
+    settings = settings or shipped_settings()
     async with database.unit_of_work() as session:
         principal = await AuthService(session).ensure_user(f"bench-eval-{uuid.uuid4().hex[:8]}", Role.admin)
     callers = {
@@ -615,7 +628,11 @@ def machine() -> dict[str, Any]:
 
 
 async def run(
-    sets: list[str], conversation: dict[str, Any] | None, old: dict[str, Any] | None, model: str = OFFLINE_MINILM
+    sets: list[str],
+    conversation: dict[str, Any] | None,
+    old: dict[str, Any] | None,
+    model: str = OFFLINE_MINILM,
+    search: Sequence[str] = (),
 ) -> dict[str, Any]:
     settings = EmbeddingSettings(model=model, cache_dir=model_cache_dir())
     runtime = EmbeddingRuntime(settings)
@@ -629,7 +646,7 @@ async def run(
         with ExitStack() as stack:
             # in a thread: the migrations run their own event loop
             url, where = await asyncio.to_thread(stack.enter_context, database_url())
-            session = await open_session(url, runtime, lexical_runtime)
+            session = await open_session(url, runtime, lexical_runtime, search_settings(search))
             try:
                 if name == "conversation":
                     assert conversation is not None
@@ -656,16 +673,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--model", default=OFFLINE_MINILM, help="an offline profile's id (prepare-model builds them), e.g. the e5 q4"
     )
+    parser.add_argument(
+        "--search", action="append", default=[], metavar="NAME=VALUE", help="a search setting for this run"
+    )
     args = parser.parse_args(argv)
     sets = ["conversation", "old"] if args.set == "both" else [args.set]
     conversation = conversation_data.load(args.conversation) if "conversation" in sets else None
     old = load_set(args.dataset) if "old" in sets else None
     started = time.perf_counter()
-    results = asyncio.run(run(sets, conversation, old, args.model))
+    results = asyncio.run(run(sets, conversation, old, args.model, args.search))
     output: dict[str, Any] = {
         "setup": {
             "machine": machine(),
             "model": args.model,
+            "search": args.search,
             "limit": LIMIT,
             "seconds": round(time.perf_counter() - started, 1),
         }

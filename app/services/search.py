@@ -1,11 +1,12 @@
-"""The search pipeline (docs/ARCHITECTURE.md): id lookup, vector + lexical legs, RRF, calibration, standing, gate."""
+"""The search pipeline (docs/ARCHITECTURE.md): id lookup, vector + lexical legs, score fusion, calibration, standing,
+gate."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
@@ -22,10 +23,14 @@ from app.services.hits import HitService
 from app.services.id_lookup import ID_PREFIX_MATCH_HARD_CAP, IdQuery, id_not_found_warning, parse_id_query
 from app.services.relevance import Calibration
 
-RRF_K = 60
-# Fusion (_fuse), chosen on the conversation and hand-written sets (bench/fusion.py, docs/BENCHMARKS.md).
-NOMINATION_DEPTH = 10
-LEXICAL_NOMINATION_SHARE = 0.7
+RRF_K = 60  # of the reported rrf_score (the tie-break of the fusion)
+# The least standard deviation a leg's scores are divided by (_fuse): below it a leg's rows count as about
+# equally good. Over a pool of 100 rows e5's and MiniLM's cosines spread wider (LoCoMo, docs/BENCHMARKS.md).
+MIN_COSINE_DEVIATION = 0.01
+MIN_BM25_DEVIATION = 0.1
+# How many of the first fused candidates lift the one stored before them (at least 3 × limit): on LoCoMo's tuning
+# half R@5 0.618 against 0.621 for every candidate, at a fraction of the reads (docs/BENCHMARKS.md).
+NEIGHBOUR_LEADERS = 30
 Standing = Literal["current", "contradicted", "superseded"]
 STANDING_ORDER = {"current": 0, "contradicted": 1, "superseded": 2}
 
@@ -107,7 +112,7 @@ class Candidate:
     bm25_score: float | None = None
     final_score: float = 0.0
     recency_score: float | None = None
-    tail_score: float = 0.0  # RRF over every rank of both legs: the order of rows neither leg nominated
+    fused_score: float = 0.0  # the weighted sum of the legs' standardised scores, neighbours added (_fuse)
 
     @property
     def anchored(self) -> bool:
@@ -126,6 +131,16 @@ class SearchOutcome:
 
 def pool_size(limit: int) -> int:
     return min(1000, max(10 * limit, 100))
+
+
+def _standardise(values: Sequence[float], floor: float) -> tuple[float, float]:
+    """(mean, standard deviation) of a leg's scores, the deviation at least `floor`: in a leg of a few rows
+    nearly equal scores stay nearly equal instead of a unit apart."""
+    if not values:
+        return 0.0, 1.0
+    mean = math.fsum(values) / len(values)
+    deviation = math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values))
+    return mean, max(deviation, floor, 1e-9)
 
 
 def recency(created_at: datetime, half_life_days: float, now: datetime) -> float:
@@ -148,6 +163,8 @@ class SearchService:
         self.default_gate = settings.default_min_relevance
         self.hits = hits
         self.bm25 = settings.bm25
+        self.vector_weight = settings.vector_weight
+        self.neighbour_weight = settings.neighbour_weight
 
     async def search(self, query: SearchQuery) -> SearchOutcome:
         outcome = await self._search(query)
@@ -208,6 +225,9 @@ class SearchService:
         elif not query.hybrid:
             lexical = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
         candidates = self._fuse(vector_rows, lexical, query)
+        if self.neighbour_weight > 0 and query.hybrid and vector_rows and candidates:
+            leaders = candidates[: max(NEIGHBOUR_LEADERS, 3 * query.limit)]
+            candidates = self._lift(candidates, await self.repo.preceding([leader.id for leader in leaders]), query)
         if query.supersession_mode == "suppress":
             suppressed = await self._superseded(candidates)
             candidates = [candidate for candidate in candidates if candidate.id not in suppressed]
@@ -235,33 +255,41 @@ class SearchService:
             return False
         return self.calibration.relevance(1.0 - candidate.distance) >= gate
 
-    def _fuse(self, vector_rows: Sequence[LegRow], lexical: LexicalLeg, query: SearchQuery) -> list[Candidate]:
-        """Weighted RRF over each leg's nominations, normalised by the best score, plus the opt-in recency term.
+    def _fuse(
+        self,
+        vector_rows: Sequence[LegRow],
+        lexical: LexicalLeg,
+        query: SearchQuery,
+    ) -> list[Candidate]:
+        """Score fusion of the two legs' standardised scores, then the opt-in recency term.
 
-        A leg nominates its first max(limit, NOMINATION_DEPTH) rows; the lexical leg only those scoring at least
-        LEXICAL_NOMINATION_SHARE of its best BM25. rrf_score = Σ weight/(RRF_K + rank) over a row's nominations
-        (rank from 1 in its leg); the vector leg weighs 1, the lexical leg √(best BM25 / Σ idf of the query's
-        known lexemes), at most 1: how much of the query its best row holds. Rows nominated by neither follow,
-        in order of their weighted RRF over every rank, so the pool still backfills the gate. Why
-        (docs/BENCHMARKS.md, "Fusion"): with plain RRF over 100 rows a leg, rows moderately high in both legs —
-        a speaker's name, a service's name — outranked the first row of one leg, and a paraphrase's few shared
-        common words weighed as much as the vector leg's nearest thought.
+        Each leg's scores are standardised over its rows (z = (x − mean) / standard deviation): the cosines of
+        the vector leg, and the BM25 scores of the lexical leg padded with zeros up to the vector leg's row count
+        (a row holding no query lexeme scores 0). A row missing from a leg takes that leg's lowest value (0 for a
+        padded lexical leg). A deviation is at least MIN_COSINE_DEVIATION (cosines) or MIN_BM25_DEVIATION × the
+        best BM25. fused = w · z_vector + (1 − w) · z_lexical, w = search.vector_weight (a hybrid search then
+        lifts neighbours: _lift). final_score = e^(fused −
+        the best fused) (1 for the first row, e^−1 a standard deviation below) + recency_weight × recency.
+        rrf_score is plain RRF (k 60 over every rank of both legs), reported and used to break ties. Why
+        (docs/BENCHMARKS.md, "LoCoMo"): rank fusion weighs a leg's first row the same whether it stands far above
+        the leg's other rows or barely; on real dialogue that lost up to 0.05 R@5 to the lexical leg alone.
         """
-        lexical_rows = lexical.rows
-        depth = max(query.limit, NOMINATION_DEPTH)
-        nominating = lexical_rows[0].score * LEXICAL_NOMINATION_SHARE if lexical_rows else 0.0
-        coverage = lexical_rows[0].score / lexical.idf_mass if lexical_rows and lexical.idf_mass > 0 else 1.0
-        weights = {"embedding": 1.0, "bm25": math.sqrt(min(1.0, coverage))}
+        weights = {"embedding": self.vector_weight, "bm25": 1.0 - self.vector_weight}
+        padding = max(0, len(vector_rows) - len(lexical.rows))
+        values = {
+            "embedding": [1.0 - row.score for row in vector_rows],
+            "bm25": [row.score for row in lexical.rows] + [0.0] * padding,
+        }
+        best_bm25 = lexical.rows[0].score if lexical.rows else 0.0
+        floors = {"embedding": MIN_COSINE_DEVIATION, "bm25": MIN_BM25_DEVIATION * best_bm25}
+        scales = {name: _standardise(leg, floors[name]) for name, leg in values.items()}
         candidates: dict[uuid.UUID, Candidate] = {}
-        for name, rows in (("embedding", vector_rows), ("bm25", lexical_rows)):
+        for name, rows in (("embedding", vector_rows), ("bm25", lexical.rows)):
             for rank, row in enumerate(rows, start=1):
                 candidate = candidates.get(row.id)
                 if candidate is None:
                     candidate = candidates[row.id] = Candidate(row.id, row.created_at, 0.0, [])
-                share = weights[name] / (RRF_K + rank)
-                candidate.tail_score += share
-                if rank <= depth and (name == "embedding" or row.score >= nominating):
-                    candidate.rrf_score += share
+                candidate.rrf_score += 1.0 / (RRF_K + rank)
                 candidate.match_source.append(name)
                 if name == "embedding":
                     candidate.distance = row.score
@@ -269,14 +297,44 @@ class SearchService:
                     candidate.bm25_score = row.score
         if not candidates:
             return []
-        best = max(candidate.rrf_score for candidate in candidates.values())
-        now = datetime.now(UTC)
         for candidate in candidates.values():
-            candidate.final_score = candidate.rrf_score / best
+            for name, value in (
+                ("embedding", None if candidate.distance is None else 1.0 - candidate.distance),
+                ("bm25", candidate.bm25_score),
+            ):
+                if values[name]:
+                    mean, deviation = scales[name]
+                    own = min(values[name]) if value is None else value
+                    candidate.fused_score += weights[name] * (own - mean) / deviation
+        return self._ranked(candidates.values(), query)
+
+    def _lift(
+        self, candidates: Sequence[Candidate], preceding: Mapping[uuid.UUID, uuid.UUID | None], query: SearchQuery
+    ) -> list[Candidate]:
+        """Neighbouring turns: the candidate stored just before each leader (`preceding`: leader → that thought,
+        for the first candidates of the fused order) adds search.neighbour_weight × (the leader's fused − the
+        lowest fused). In a dialogue the turn that holds the answer is often followed by the one that repeats
+        the question's words. Only candidates are lifted, never a row neither leg found."""
+        by_id = {candidate.id: candidate for candidate in candidates}
+        own = {candidate.id: candidate.fused_score for candidate in candidates}
+        lowest = min(own.values())
+        for leader, before in preceding.items():
+            if leader in own and before is not None and before in by_id:
+                by_id[before].fused_score += self.neighbour_weight * (own[leader] - lowest)
+        return self._ranked(candidates, query)
+
+    @staticmethod
+    def _ranked(candidates: Iterable[Candidate], query: SearchQuery) -> list[Candidate]:
+        """The final scores (e^(fused − best) + recency) and the order: final score, then rrf_score, then id."""
+        candidates = list(candidates)
+        best = max(candidate.fused_score for candidate in candidates)
+        now = datetime.now(UTC)
+        for candidate in candidates:
+            candidate.final_score = math.exp(candidate.fused_score - best)
             if query.recency_weight > 0:
                 candidate.recency_score = recency(candidate.created_at, query.recency_half_life_days, now)
                 candidate.final_score += query.recency_weight * candidate.recency_score
-        return sorted(candidates.values(), key=lambda row: (-row.final_score, -row.tail_score, str(row.id)))
+        return sorted(candidates, key=lambda row: (-row.final_score, -row.rrf_score, str(row.id)))
 
     async def _hits(
         self,

@@ -25,6 +25,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    tuple_,
 )
 from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY, UUID
 from sqlalchemy.engine import Result
@@ -287,6 +288,41 @@ def _superseded_statement() -> Select[*tuple[Any, ...]]:
     return select(Thought.id).where(id_in_param(Thought.id), superseded_by.is_not(None))
 
 
+@lru_cache(maxsize=1)
+def _adjacent_statement() -> Select[*tuple[Any, ...]]:
+    """Per thought of `ids`: the thought stored just before it and just after it in its project, by (created_at,
+    id) — ids are time-ordered, so a bulk_create's rows follow in the order given (the index
+    ix_thought_project_created serves both probes)."""
+    other = aliased(Thought)
+    key, other_key = tuple_(Thought.created_at, Thought.id), tuple_(other.created_at, other.id)
+    same_project = other.project_id == Thought.project_id
+
+    def probe(before: bool) -> Any:
+        order = (other.created_at.desc(), other.id.desc()) if before else (other.created_at, other.id)
+        side = other_key < key if before else other_key > key
+        return select(other.id).where(same_project, side).order_by(*order).limit(1).scalar_subquery()
+
+    return select(Thought.id, probe(True).label("before"), probe(False).label("after")).where(id_in_param(Thought.id))
+
+
+@lru_cache(maxsize=1)
+def _preceding_statement() -> Select[*tuple[Any, ...]]:
+    """Per thought of `ids`: the thought stored just before it in its project (one probe of
+    ix_thought_project_created each)."""
+    other = aliased(Thought)
+    before = (
+        select(other.id)
+        .where(
+            other.project_id == Thought.project_id,
+            tuple_(other.created_at, other.id) < tuple_(Thought.created_at, Thought.id),
+        )
+        .order_by(other.created_at.desc(), other.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return select(Thought.id, before.label("before")).where(id_in_param(Thought.id))
+
+
 # A page's cluster memberships (group_by_cluster): cluster edges point from the cluster to its member.
 _CLUSTERS_OF = (
     select(Edge.target_id, Thought.id, Thought.content)
@@ -407,6 +443,21 @@ class SearchRepository:
         if not thought_ids:
             return set()
         return {row.id for row in await self._execute(_superseded_statement(), {"ids": list(thought_ids)})}
+
+    async def adjacent(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID | None, ...]]:
+        """thought id → the ids stored just before and just after it in its project (None at either end): for
+        bench.fusion's replays, which lift either side; the search itself reads `preceding`."""
+        if not thought_ids:
+            return {}
+        rows = await self._execute(_adjacent_statement(), {"ids": list(thought_ids)})
+        return {row.id: (row.before, row.after) for row in rows}
+
+    async def preceding(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID | None]:
+        """thought id → the id stored just before it in its project (None for a project's first)."""
+        if not thought_ids:
+            return {}
+        rows = await self._execute(_preceding_statement(), {"ids": list(thought_ids)})
+        return {row.id: row.before for row in rows}
 
     async def clusters_of(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID, str]]:
         """member id → (cluster id, cluster content) via `cluster` edges (cluster → member)."""
