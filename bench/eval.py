@@ -321,6 +321,35 @@ def rrf(*rankings: list[str], k: int = RRF_K) -> list[str]:
     return sorted(fused, key=lambda key: -fused[key])
 
 
+async def scoped_search(
+    session: Session, mode: Mode, query: str, cwd: str, question_id: str, limit: int = LIMIT
+) -> tuple[dict[str, Any], float]:
+    """One question of a dialogue set through `memory_recall search` in its dialogue's project, as `mode` asks
+    (None arguments left out): the answer and its seconds. Refuses a run whose mode did not hold (a lexical-only
+    call not degraded, or the reverse) or whose cwd did not resolve to the dialogue's project."""
+    arguments = {
+        key: value
+        for key, value in {
+            "action": "search",
+            "query": query,
+            "cwd": cwd,
+            "limit": limit,
+            "compact": False,
+            **mode.arguments,
+        }.items()
+        if value is not None
+    }
+    started = time.perf_counter()
+    result = await session.callers[mode.lexical_only]("memory_recall", arguments)
+    seconds = time.perf_counter() - started
+    meta = result["meta"]
+    if mode.lexical_only != bool(meta["degraded"]):
+        raise RuntimeError(f"{mode.name}: degraded={meta['degraded']} for {question_id}")
+    if (meta.get("scope") or {}).get("global", True):
+        raise RuntimeError(f"{question_id}: cwd did not resolve to its project: {meta}")
+    return result, seconds
+
+
 async def run_conversation_queries(
     session: Session, data: dict[str, Any], cwd_of: dict[str, str], key_of: dict[str, str]
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, list[float]], dict[str, list[int]]]:
@@ -330,23 +359,11 @@ async def run_conversation_queries(
     filtered: dict[str, list[int]] = defaultdict(list)
     for number, question in enumerate(data["questions"], start=1):
         for mode in SERVICE_MODES:
-            arguments: dict[str, Any] = {
-                "action": "search",
-                "query": question["text"],
-                "cwd": cwd_of[question["dialogue"]],
-                "limit": LIMIT,
-                "compact": False,
-                **mode.arguments,
-            }
-            arguments = {key: value for key, value in arguments.items() if value is not None}
-            started = time.perf_counter()
-            result = await session.callers[mode.lexical_only]("memory_recall", arguments)
-            timings[mode.name].append(time.perf_counter() - started)
+            result, seconds = await scoped_search(
+                session, mode, question["text"], cwd_of[question["dialogue"]], question["id"]
+            )
+            timings[mode.name].append(seconds)
             meta = result["meta"]
-            if mode.lexical_only != bool(meta["degraded"]):
-                raise RuntimeError(f"{mode.name}: degraded={meta['degraded']} for {question['id']}")
-            if (meta.get("scope") or {}).get("global", True):
-                raise RuntimeError(f"{question['id']}: cwd did not resolve to its project: {meta}")
             ranked[mode.name][question["id"]] = [key_of.get(item["thought"]["id"], "?") for item in result["items"]]
             filtered[mode.name].append(meta["counts"].get("filtered_out", 0))
         if number % 100 == 0:

@@ -74,6 +74,7 @@ from bench.eval import (
     english_stemmer,
     open_session,
     rrf,
+    scoped_search,
     search_settings,
 )
 
@@ -360,23 +361,10 @@ async def service_rankings(
     timings: dict[str, list[float]] = defaultdict(list)
     for number, question in enumerate(data.questions, start=1):
         for mode in SERVICE_MODES:
-            arguments: dict[str, Any] = {
-                "action": "search",
-                "query": question.text,
-                "cwd": cwd_of[question.dialogue],
-                "limit": LIMIT,
-                "compact": False,
-                **mode.arguments,
-            }
-            arguments = {key: value for key, value in arguments.items() if value is not None}
-            started = time.perf_counter()
-            result = await session.callers[mode.lexical_only]("memory_recall", arguments)
-            timings[mode.name].append(time.perf_counter() - started)
-            meta = result["meta"]
-            if mode.lexical_only != bool(meta["degraded"]):
-                raise RuntimeError(f"{mode.name}: degraded={meta['degraded']} for {question.id}")
-            if (meta.get("scope") or {}).get("global", True):
-                raise RuntimeError(f"{question.id}: cwd did not resolve to its project: {meta}")
+            result, seconds = await scoped_search(
+                session, mode, question.text, cwd_of[question.dialogue], question.id, LIMIT
+            )
+            timings[mode.name].append(seconds)
             ranked[mode.name][question.id] = [key_of.get(item["thought"]["id"], "?") for item in result["items"]]
         if number % 250 == 0:
             print(f"  {number}/{len(data.questions)} questions searched", file=sys.stderr, flush=True)
