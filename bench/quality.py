@@ -62,7 +62,6 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext
 from app.services.search import RRF_K, pool_size
-from bench.common import shipped_settings
 from bench.dataset import (
     ARTIFACTS,
     CAUSES,
@@ -76,6 +75,7 @@ from bench.dataset import (
     ProjectVocab,
     admin_principal,
     model_cache_dir,
+    settings_for,
     tool_caller,
 )
 
@@ -748,14 +748,14 @@ class Store:
         return {thought_id: row for row, thought_id in enumerate(self.ids)}
 
 
-async def read_store(db: Database) -> Store:
-    """Every active thought with an embedding of the offline model (what both legs can return), in id order."""
+async def read_store(db: Database, model: str = OFFLINE_MINILM) -> Store:
+    """Every active thought with an embedding of `model` (what both legs can return), in id order."""
     statement = text(
         "SELECT t.id, p.name, t.content, t.embedding FROM thought t JOIN project p ON p.id = t.project_id "
         "WHERE t.status = 'active' AND t.embedding_model = :m ORDER BY t.id"
     )
     async with db.unit_of_work() as session:
-        rows = (await session.execute(statement, {"m": OFFLINE_MINILM})).all()
+        rows = (await session.execute(statement, {"m": model})).all()
     matrix = np.vstack([np.asarray(row.embedding.to_numpy(), dtype=np.float32) for row in rows])
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     return Store([row.id for row in rows], [row.name for row in rows], [row.content for row in rows], matrix)
@@ -790,7 +790,9 @@ async def quality_section(
 ) -> dict[str, Any]:
     """Hit@1/5/10 of the service's modes and of the reference rankings, per scope; prints the table."""
     started = time.perf_counter()
-    store = await read_store(db)
+    assert runtime.profile is not None, "the quality section needs a loaded embedder"
+    model = runtime.profile.model_id  # the model of the store's vectors, the server and the references
+    store = await read_store(db, model)
     facts = parse_thoughts(list(zip(store.projects, store.contents, strict=True)))
     parsed = sum(1 for fact in facts if fact is not None)
     rows = list(zip(store.ids, store.projects, store.contents, strict=True))
@@ -805,11 +807,11 @@ async def quality_section(
 
     principal = await admin_principal(db, "bench-search-quality")
     lexical_runtime = EmbeddingRuntime(  # never loaded: no embedder, so the service answers from the lexical leg
-        EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=model_cache_dir())
+        EmbeddingSettings(model=model, cache_dir=model_cache_dir())
     )
     callers = {
-        "embedder": tool_caller(AppContext(db, runtime, shipped_settings()), principal),
-        "lexical": tool_caller(AppContext(db, lexical_runtime, shipped_settings()), principal),
+        "embedder": tool_caller(AppContext(db, runtime, settings_for(model)), principal),
+        "lexical": tool_caller(AppContext(db, lexical_runtime, settings_for(model)), principal),
     }
     arguments_of: dict[str, tuple[str, dict[str, Any]]] = {
         "hybrid": ("embedder", {}),

@@ -2,9 +2,15 @@
 
     python -m bench.search --thoughts 10000             # what `make bench-search` runs
     python -m bench.search --thoughts 100000 --clients 1,16 --queries 200
+    python -m bench.search --thoughts 100000 --model sentence-transformers/all-MiniLM-L6-v2-int8-dynamic
 
-Dataset: `bench.dataset` (N realistic thoughts over 5 projects, 50/25/15/7/3 %), loaded once into
-`bench/.data/<N>` through the real write path and reused by later runs.
+`--model` (default: the served default model, multilingual-e5-small as `prepare-model` builds it) is the
+model everywhere: the data set's embeddings, the HTTP server's SYNAPTO_EMBEDDING__MODEL, the in-process
+runtime, the exact references and the quality section.
+
+Dataset: `bench.dataset` (N realistic thoughts over 5 projects, 50/25/15/7/3 %) embedded with that model,
+loaded once into `bench/.data/<N>` (MiniLM) or `bench/.data/<N>-<model folder>` (another model) through the
+real write path and reused by later runs.
 
 1. **HTTP** — `synaptomind serve` (create_http_app under uvicorn) in a subprocess on a free
    loopback port, offline model, rate limit and background jobs off, a bearer token created in
@@ -28,7 +34,8 @@ Dataset: `bench.dataset` (N realistic thoughts over 5 projects, 50/25/15/7/3 %),
    (default arguments and min_relevance 0), vector only and lexical only through `dispatch`, beside
    reference rankings (bm25s BM25, exact cosine, their RRF) over the same scope.
 
-Results go to stdout and to bench/results/search-<N>.json (gitignored).
+Results go to stdout and to bench/results/search-<N>.json (MiniLM) or search-<N>-<model folder>.json
+(gitignored).
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ from app.db.repositories.search import SearchFilter, SearchRepository, hnsw_ef_s
 from app.db.repositories.thoughts import VectorScan, id_in
 from app.db.vector import index_distance, register_vector_codec
 from app.embedding.embedder import Embedder, Vector
-from app.embedding.profiles import OFFLINE_MINILM, ModelProfile
+from app.embedding.profiles import ModelProfile
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.auth import AuthService
 from app.services.context import AppContext
@@ -73,17 +80,20 @@ from app.services.project_index_job import reconcile_project_indexes
 from app.services.recall_reads import search_service
 from app.services.scope import resolve_read_scope
 from app.services.search import SearchQuery, pool_size
-from bench.common import cpu_times, free_port, machine, mcp_session, shipped_settings, wait_ready
+from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
 from bench.dataset import (
     PROJECTS,
     Dataset,
     SeedQuery,
     admin_principal,
+    dataset_dir,
     describe,
     generate_queries,
     model_cache_dir,
     offline_runtime,
     open_dataset,
+    served_default_model,
+    settings_for,
     tool_caller,
 )
 from bench.quality import quality_section
@@ -262,14 +272,15 @@ def start_server(port: int, env: dict[str, str], log_path: Path) -> subprocess.P
 
 
 @asynccontextmanager
-async def http_server(url: str, work_dir: Path, meter: CpuMeter, threads: int | None) -> AsyncIterator[str]:
-    """`python -m app serve` (create_http_app under uvicorn) on a free loopback port; yields the /mcp URL."""
+async def http_server(url: str, work_dir: Path, meter: CpuMeter, threads: int | None, model: str) -> AsyncIterator[str]:
+    """`python -m app serve` (create_http_app under uvicorn) serving `model` on a free loopback port; yields the
+    /mcp URL."""
     port = free_port()
     env = {
         **os.environ,
         "SYNAPTO_DATABASE_URL": url,
         "SYNAPTO_DATA_DIR": str(work_dir / "data"),
-        "SYNAPTO_EMBEDDING__MODEL": OFFLINE_MINILM,
+        "SYNAPTO_EMBEDDING__MODEL": model,
         "SYNAPTO_EMBEDDING__CACHE_DIR": str(model_cache_dir()),
         "SYNAPTO_RATE_LIMIT__PER_MINUTE": "0",
         "SYNAPTO_JOBS__ENABLED": "false",
@@ -361,7 +372,9 @@ async def run_http(mcp_url: str, token: str, calls: list[dict[str, Any]], client
 # ---------------------------------------------------------------- vector-leg statements for recall
 
 
-def vector_statement(vector: Sequence[float], where: SearchFilter, pool: int, *, exact: bool = False) -> Any:
+def vector_statement(
+    vector: Sequence[float], where: SearchFilter, pool: int, *, model: str, exact: bool = False
+) -> Any:
     """The shipped vector leg's SELECT (app/db/repositories/search.py), without its SET LOCALs.
 
     exact: order by the full-precision distance (the ground truth) instead of the index's half-precision one.
@@ -369,21 +382,30 @@ def vector_statement(vector: Sequence[float], where: SearchFilter, pool: int, *,
     distance = Thought.embedding.cosine_distance(list(vector)) if exact else index_distance(Thought.embedding, vector)
     return (
         select(Thought.id, distance.label("distance"))
-        .where(Thought.embedding_model == OFFLINE_MINILM, *where.clauses())
+        .where(Thought.embedding_model == model, *where.clauses())
         .order_by(distance)
         .limit(pool)
     )
 
 
-async def exact(session: AsyncSession, vector: Sequence[float], where: SearchFilter, pool: int) -> list[Any]:
+async def exact(
+    session: AsyncSession, vector: Sequence[float], where: SearchFilter, pool: int, *, model: str
+) -> list[Any]:
     await session.execute(text("SET LOCAL enable_indexscan = off"))
     await session.execute(text("SET LOCAL enable_bitmapscan = off"))
-    rows = (await session.execute(vector_statement(vector, where, pool, exact=True))).all()
+    rows = (await session.execute(vector_statement(vector, where, pool, model=model, exact=True))).all()
     return sorted(((row.id, float(row.distance)) for row in rows), key=lambda row: row[1])
 
 
 async def approximate(
-    session: AsyncSession, vector: Sequence[float], where: SearchFilter, pool: int, ef: int | None, plan: str
+    session: AsyncSession,
+    vector: Sequence[float],
+    where: SearchFilter,
+    pool: int,
+    ef: int | None,
+    plan: str,
+    *,
+    model: str,
 ) -> tuple[list[Any], float]:
     """(rows nearest first, seconds of the SELECT): ef=None = the shipped SearchRepository.vector_leg.
 
@@ -399,12 +421,12 @@ async def approximate(
         await session.execute(text("SET LOCAL enable_sort = off"))
     if ef is None:
         started = time.perf_counter()
-        rows = await SearchRepository(session).vector_leg(vector, OFFLINE_MINILM, where, pool)
+        rows = await SearchRepository(session).vector_leg(vector, model, where, pool)
         return rows, time.perf_counter() - started
     await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
     await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef)}"))
     started = time.perf_counter()
-    result = (await session.execute(vector_statement(vector, where, pool))).all()
+    result = (await session.execute(vector_statement(vector, where, pool, model=model))).all()
     seconds = time.perf_counter() - started
     return sorted(((row.id, float(row.distance)) for row in result), key=lambda row: row[1]), seconds
 
@@ -443,14 +465,16 @@ def _literal(value: Any) -> str:
     return "'" + str(getattr(value, "value", value)).replace("'", "''") + "'"
 
 
-async def explain(db: Database, vector: Sequence[float], where: SearchFilter, pool: int, mode: str) -> list[str]:
+async def explain(
+    db: Database, vector: Sequence[float], where: SearchFilter, pool: int, mode: str, *, model: str
+) -> list[str]:
     """EXPLAIN ANALYZE of the shipped vector leg's exact statement (same SET LOCALs) for one query: PREPAREd
     and EXECUTEd with plan_cache_mode forced, i.e. planned for these values (custom) or generically (generic,
     as a prepared statement that already ran 5 times on a pooled connection may be)."""
     from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
     pg_dialect = asyncpg_dialect()  # type: ignore[no-untyped-call]
-    compiled = vector_statement(vector, where, pool).compile(
+    compiled = vector_statement(vector, where, pool, model=model).compile(
         dialect=pg_dialect, compile_kwargs={"render_postcompile": True}
     )
     names = list(compiled.positiontup or [])
@@ -476,6 +500,7 @@ async def explain(db: Database, vector: Sequence[float], where: SearchFilter, po
 
 @dataclass
 class Setup:
+    model: str
     db: Database
     runtime: EmbeddingRuntime
     timed: TimedEmbedder
@@ -490,10 +515,10 @@ class Setup:
 
 
 async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
-    inner = await offline_runtime(args.embed_threads)
+    inner = await offline_runtime(args.embed_threads, model=dataset.model)
     assert inner.embedder is not None
     timed = TimedEmbedder(inner.embedder)
-    runtime = EmbeddingRuntime(EmbeddingSettings(model=OFFLINE_MINILM, cache_dir=model_cache_dir()))
+    runtime = EmbeddingRuntime(EmbeddingSettings(model=dataset.model, cache_dir=model_cache_dir()))
     runtime.use(timed)
     db = Database(build_engine(dataset.url, pool_size=4))
     clock = StatementClock()
@@ -517,11 +542,12 @@ async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
     # Full UUIDs as agents paste them: mostly canonical, some upper case or without hyphens.
     ids = [i.upper() if rng.random() < 0.2 else i.replace("-", "") if rng.random() < 0.2 else i for i in ids]
     return Setup(
+        model=dataset.model,
         db=db,
         runtime=runtime,
         timed=timed,
         clock=clock,
-        context=AppContext(db, runtime, shipped_settings()),
+        context=AppContext(db, runtime, settings_for(dataset.model)),
         token=token,
         projects=projects,
         ids=ids,
@@ -673,14 +699,14 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
         for vector in vectors:
             async with setup.db.unit_of_work() as session:
                 started = time.perf_counter()
-                truths.append(await exact(session, vector, where, pool))
+                truths.append(await exact(session, vector, where, pool, model=setup.model))
                 exact_times.append(time.perf_counter() - started)
         rows = []
         for ef, plan in variants:
             r10, r100, times, returned = [], [], [], []
             for vector, truth in zip(vectors, truths, strict=True):
                 async with setup.db.unit_of_work() as session:
-                    found, seconds = await approximate(session, vector, where, pool, ef, plan)
+                    found, seconds = await approximate(session, vector, where, pool, ef, plan, model=setup.model)
                     found = await full_precision(session, vector, found)
                 r10.append(recall_at(found, truth, 10))
                 r100.append(recall_at(found, truth, pool))
@@ -704,7 +730,10 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
             )
         plans = {}
         if len(variants) > 1:
-            plans = {mode: await explain(setup.db, vectors[0], where, pool, mode) for mode in ("custom", "generic")}
+            plans = {
+                mode: await explain(setup.db, vectors[0], where, pool, mode, model=setup.model)
+                for mode in ("custom", "generic")
+            }
         out["filters"][label] = {
             "queries": len(vectors),
             "exact_ms": summary_ms(exact_times),
@@ -732,7 +761,7 @@ async def full_page_section(setup: Setup, url: str) -> dict[str, Any]:
     generic = generic_plan_database(url)
     try:
         for plan, db in (("auto", setup.db), ("generic", generic)):
-            out[plan] = await full_pages(setup, AppContext(db, setup.runtime, shipped_settings()), plan)
+            out[plan] = await full_pages(setup, AppContext(db, setup.runtime, settings_for(setup.model)), plan)
     finally:
         await generic.dispose()
     return out
@@ -796,6 +825,7 @@ async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path)
     setup = await prepare(dataset, args)
     info = {
         "thoughts": args.thoughts,
+        "model": dataset.model,
         "machine": machine(),
         "database": await versions(setup.db),
         "dataset": await describe(dataset.url),
@@ -809,7 +839,7 @@ async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path)
     try:
         sections = set(args.sections)
         if sections & {"http", "breakdown"}:
-            async with http_server(dataset.url, work_dir, meter, args.embed_threads) as mcp_url:
+            async with http_server(dataset.url, work_dir, meter, args.embed_threads, dataset.model) as mcp_url:
                 if "http" in sections:
                     results["http"] = await http_section(setup, mcp_url, args, meter)
                 if "breakdown" in sections:
@@ -834,6 +864,12 @@ async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--thoughts", type=int, default=10_000)
+    parser.add_argument(
+        "--model",
+        default=served_default_model(),
+        help="the offline model of the data set, the server and the references (default: the served default, "
+        "%(default)s)",
+    )
     parser.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 16])
     parser.add_argument("--queries", type=int, default=200, help="calls per HTTP mode (and in-process pass)")
     parser.add_argument("--recall-queries", type=int, default=200)
@@ -855,11 +891,16 @@ def main() -> None:
     parser.add_argument(
         "--embed-threads", type=int, help="SYNAPTO_EMBEDDING__THREADS for the server (default: the app's default)"
     )
-    parser.add_argument("--json", type=Path, help="default: bench/results/search-<N>.json")
+    parser.add_argument(
+        "--json", type=Path, help="default: bench/results/search-<N>.json (MiniLM), search-<N>-<model folder>.json"
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="synapto-bench-search-") as tmp, open_dataset(args.thoughts) as dataset:
+    with (
+        tempfile.TemporaryDirectory(prefix="synapto-bench-search-") as tmp,
+        open_dataset(args.thoughts, model=args.model) as dataset,
+    ):
         results = asyncio.run(main_async(dataset, args, Path(tmp)))
-    target = args.json or RESULTS / f"search-{args.thoughts}.json"
+    target = args.json or RESULTS / f"search-{dataset_dir(args.thoughts, args.model).name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(f"results: {target}")
