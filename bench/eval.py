@@ -265,30 +265,35 @@ def english_stemmer() -> Any:
     return Stemmer.Stemmer(BM25["stemmer"])
 
 
-def bm25_rankings(data: dict[str, Any]) -> dict[str, list[str]]:
-    """question id → turn ids with a positive BM25 score, best first (ties in conversation order)."""
+def bm25_orders(documents: Sequence[str], queries: Sequence[str]) -> list[list[int]]:
+    """Per query, the indexes of the documents with a positive bm25s score (the BM25 reference's settings), best
+    first (ties in document order): the reference of the conversation set and of LoCoMo."""
     import bm25s  # the `bench` extra
 
     stemmer = english_stemmer()
+    corpus = bm25s.tokenize(list(documents), stopwords=BM25["stopwords"], stemmer=stemmer, show_progress=False)
+    retriever = bm25s.BM25(method=BM25["method"], k1=BM25["k1"], b=BM25["b"])
+    retriever.index(corpus, show_progress=False)
+    if not queries:
+        return []
+    tokens = bm25s.tokenize(
+        list(queries), stopwords=BM25["stopwords"], stemmer=stemmer, return_ids=False, show_progress=False
+    )
+    orders = []
+    for query in tokens:
+        scores = retriever.get_scores(query)
+        orders.append([int(i) for i in np.argsort(-scores, kind="stable") if scores[i] > 0])
+    return orders
+
+
+def bm25_rankings(data: dict[str, Any]) -> dict[str, list[str]]:
+    """question id → turn ids with a positive BM25 score, best first (ties in conversation order)."""
     rankings: dict[str, list[str]] = {}
     for dialogue_id, rows in turn_rows(data).items():
-        corpus = bm25s.tokenize(
-            [content for _, content in rows], stopwords=BM25["stopwords"], stemmer=stemmer, show_progress=False
-        )
-        retriever = bm25s.BM25(method=BM25["method"], k1=BM25["k1"], b=BM25["b"])
-        retriever.index(corpus, show_progress=False)
         questions = [q for q in data["questions"] if q["dialogue"] == dialogue_id]
-        tokens = bm25s.tokenize(
-            [q["text"] for q in questions],
-            stopwords=BM25["stopwords"],
-            stemmer=stemmer,
-            return_ids=False,
-            show_progress=False,
-        )
-        for question, query in zip(questions, tokens, strict=True):
-            scores = retriever.get_scores(query)
-            order = np.argsort(-scores, kind="stable")
-            rankings[question["id"]] = [rows[i][0] for i in order if scores[i] > 0]
+        orders = bm25_orders([content for _, content in rows], [q["text"] for q in questions])
+        for question, order in zip(questions, orders, strict=True):
+            rankings[question["id"]] = [rows[i][0] for i in order]
     return rankings
 
 

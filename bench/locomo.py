@@ -71,7 +71,7 @@ from bench.eval import (
     SERVICE_MODES,
     Caller,
     Session,
-    english_stemmer,
+    bm25_orders,
     open_session,
     rrf,
     scoped_search,
@@ -386,30 +386,12 @@ async def stored_vectors(session: Session, project_path: str, key_of: dict[str, 
 
 def bm25_rankings(data: LoCoMo) -> dict[str, list[str]]:
     """question id → turn keys with a positive bm25s score, best first (ties in conversation order)."""
-    import bm25s  # the `bench` extra
-
-    stemmer = english_stemmer()
     rankings: dict[str, list[str]] = {}
     for dialogue in data.dialogues:
-        corpus = bm25s.tokenize(
-            [turn.content for turn in dialogue.turns], stopwords=BM25["stopwords"], stemmer=stemmer, show_progress=False
-        )
-        retriever = bm25s.BM25(method=BM25["method"], k1=BM25["k1"], b=BM25["b"])
-        retriever.index(corpus, show_progress=False)
         questions = [question for question in data.questions if question.dialogue == dialogue.id]
-        if not questions:
-            continue
-        tokens = bm25s.tokenize(
-            [q.text for q in questions],
-            stopwords=BM25["stopwords"],
-            stemmer=stemmer,
-            return_ids=False,
-            show_progress=False,
-        )
-        for question, query in zip(questions, tokens, strict=True):
-            values = retriever.get_scores(query)
-            order = np.argsort(-values, kind="stable")
-            rankings[question.id] = [dialogue.turns[i].key for i in order if values[i] > 0]
+        orders = bm25_orders([turn.content for turn in dialogue.turns], [q.text for q in questions])
+        for question, order in zip(questions, orders, strict=True):
+            rankings[question.id] = [dialogue.turns[i].key for i in order]
     return rankings
 
 

@@ -42,21 +42,26 @@ def payload(result: CallToolResult) -> Any:
     return result.structured_content["result"]
 
 
-async def test_stdio_lists_tools_and_round_trips_a_thought(
-    database_url: str, clean_database: Database, tmp_path: Path
-) -> None:
-    params = StdioServerParameters(
+def stdio_server(database_url: str, data_dir: Path, **variables: str) -> StdioServerParameters:
+    """`python -m app stdio` of this checkout on the test database and the prepared models, with these variables."""
+    return StdioServerParameters(
         command=sys.executable,
         args=["-m", "app", "stdio"],
         env={
             "SYNAPTO_DATABASE_URL": database_url,
-            "SYNAPTO_DATA_DIR": str(tmp_path),
+            "SYNAPTO_DATA_DIR": str(data_dir),
             "SYNAPTO_EMBEDDING__CACHE_DIR": str(MODEL_CACHE),
-            "SYNAPTO_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(CHECKOUT),
+            **variables,
         },
-        cwd=tmp_path,
+        cwd=data_dir,
     )
+
+
+async def test_stdio_lists_tools_and_round_trips_a_thought(
+    database_url: str, clean_database: Database, tmp_path: Path
+) -> None:
+    params = stdio_server(database_url, tmp_path, SYNAPTO_LOG_LEVEL="WARNING")
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         initialized = await session.initialize()
         assert initialized.server_info.name == "synaptomind"
@@ -121,19 +126,7 @@ async def test_stdio_starts_without_an_error_line_for_the_expected_model_fallbac
     one, as documented. fastembed logs that probe as two ERROR lines (loguru, its own format); a start prints no
     ERROR for an expected condition, and every line in our format (issue 22). The handshake and tools/list answer
     while the embedder loads; a call during the load answers as for a loading embedder."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "app", "stdio"],
-        env={
-            "SYNAPTO_DATABASE_URL": database_url,
-            "SYNAPTO_DATA_DIR": str(tmp_path),
-            "SYNAPTO_EMBEDDING__CACHE_DIR": str(MODEL_CACHE),
-            "SYNAPTO_LOG_LEVEL": "INFO",
-            "SYNAPTO_LOG_FORMAT": "text",
-            "PYTHONPATH": str(CHECKOUT),
-        },
-        cwd=tmp_path,
-    )
+    params = stdio_server(database_url, tmp_path, SYNAPTO_LOG_LEVEL="INFO", SYNAPTO_LOG_FORMAT="text")
     stderr = tmp_path / "stderr.txt"
     with stderr.open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:

@@ -28,6 +28,21 @@ ISSUER = "http://127.0.0.1:8765"
 REDIRECT = "http://127.0.0.1:9/callback"
 
 
+def authorization(
+    verifier: str, redirect_uri: str = REDIRECT, explicit: bool = True, resource: str = f"{ISSUER}/mcp"
+) -> AuthorizationParams:
+    """The authorization request a client sends for this PKCE verifier (S256)."""
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    return AuthorizationParams(
+        state="s",
+        scopes=None,
+        code_challenge=challenge,
+        redirect_uri=AnyUrl(redirect_uri),
+        redirect_uri_provided_explicitly=explicit,
+        resource=resource,
+    )
+
+
 @dataclass
 class Flow:
     provider: OAuthProvider
@@ -38,16 +53,7 @@ class Flow:
 
     async def code(self, verifier: str, redirect_uri: str = REDIRECT, explicit: bool = True) -> str:
         """A code as the sign-in and consent pages would issue it (the pages themselves: tests/e2e)."""
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-        params = AuthorizationParams(
-            state="s",
-            scopes=None,
-            code_challenge=challenge,
-            redirect_uri=AnyUrl(redirect_uri),
-            redirect_uri_provided_explicitly=explicit,
-            resource=f"{ISSUER}/mcp",
-        )
-        signin = await self.provider.authorize(self.client, params)
+        signin = await self.provider.authorize(self.client, authorization(verifier, redirect_uri, explicit))
         handle = parse_qs(urlsplit(signin).query)["request"][0]
         signed_in = await self.provider.sign_in(handle, self.api_token)
         assert signed_in is not None and signed_in.principal.role is Role.writer
@@ -364,16 +370,7 @@ async def test_the_metadata_and_the_code_flow_answer_in_the_loopback_name_the_cl
     public = (await flow.http.get("/.well-known/oauth-authorization-server", headers={"Host": "evil.example"})).json()
     assert public["issuer"] == ISSUER
 
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(b"v" * 43).digest()).decode().rstrip("=")
-    params = AuthorizationParams(
-        state="s",
-        scopes=None,
-        code_challenge=challenge,
-        redirect_uri=AnyUrl(REDIRECT),
-        redirect_uri_provided_explicitly=True,
-        resource=f"{alias}/mcp",
-    )
-    signin = await flow.provider.authorize(flow.client, params)
+    signin = await flow.provider.authorize(flow.client, authorization("v" * 43, resource=f"{alias}/mcp"))
     assert signin.startswith(f"{alias}/oauth/signin?")
     handle = parse_qs(urlsplit(signin).query)["request"][0]
     signed_in = await flow.provider.sign_in(handle, flow.api_token)
