@@ -264,7 +264,7 @@ def cmd_prepare_model(args: argparse.Namespace, settings: Settings) -> None:
 
 def cmd_reembed(args: argparse.Namespace, settings: Settings) -> None:
     from app.main import build_context
-    from app.services.reembed import reembed_all
+    from app.services.jobs.reembed import reembed_all
 
     handle = _open_database(settings)
     try:
@@ -300,7 +300,7 @@ EXPIRES_HELP = (
 def _expires_at(args: argparse.Namespace, settings: Settings) -> datetime | None:
     """`--expires`, checked before the database is opened (a typo costs no embedded PostgreSQL start)."""
     from app.errors import AppError
-    from app.services.auth import parse_expiry
+    from app.services.auth.tokens import parse_expiry
 
     try:
         return parse_expiry(args.expires, datetime.now(UTC), settings.auth.token_lifetime_days)
@@ -313,7 +313,7 @@ def _expiry_text(expires_at: datetime | None) -> str:
 
 
 def cmd_token_create(args: argparse.Namespace, settings: Settings) -> None:
-    from app.services.auth import AuthService
+    from app.services.auth.tokens import AuthService
 
     expires_at = _expires_at(args, settings)
 
@@ -333,7 +333,7 @@ def cmd_token_create(args: argparse.Namespace, settings: Settings) -> None:
 
 def cmd_token_rotate(args: argparse.Namespace, settings: Settings) -> None:
     from app.errors import AppError
-    from app.services.auth import AuthService, RotatedToken
+    from app.services.auth.tokens import AuthService, RotatedToken
 
     expires_at = _expires_at(args, settings)
 
@@ -354,7 +354,7 @@ def cmd_token_rotate(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_token_list(args: argparse.Namespace, settings: Settings) -> None:
-    from app.services.auth import AuthService
+    from app.services.auth.tokens import AuthService
 
     async def work(context: AppContext) -> None:
         async with context.db.unit_of_work() as session:
@@ -373,7 +373,7 @@ def cmd_token_list(args: argparse.Namespace, settings: Settings) -> None:
 
 def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
     from app.errors import AppError
-    from app.services.auth import AuthService
+    from app.services.auth.tokens import AuthService
 
     async def work(context: AppContext) -> None:
         async with context.db.unit_of_work() as session:
@@ -388,7 +388,7 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
 
 def _read_password() -> str:
     """The new password: prompted twice without echo on a terminal, else the first line of stdin."""
-    from app.services.passwords import password_problem
+    from app.services.auth.passwords import password_problem
 
     if sys.stdin.isatty():
         import getpass
@@ -406,7 +406,7 @@ def _read_password() -> str:
 
 def cmd_user_password(args: argparse.Namespace, settings: Settings) -> None:
     from app.errors import AppError
-    from app.services.users import UserService
+    from app.services.admin.users import UserService
 
     password = None if args.clear else _read_password()  # checked before the database is opened
 
@@ -424,7 +424,7 @@ def cmd_user_password(args: argparse.Namespace, settings: Settings) -> None:
 
 def cmd_user_role(args: argparse.Namespace, settings: Settings) -> None:
     from app.errors import AppError
-    from app.services.users import UserService
+    from app.services.admin.users import UserService
 
     async def work(context: AppContext) -> None:
         async with context.db.unit_of_work() as session:
@@ -439,7 +439,7 @@ def cmd_user_role(args: argparse.Namespace, settings: Settings) -> None:
 
 def cmd_user_sign_out(args: argparse.Namespace, settings: Settings) -> None:
     from app.errors import AppError
-    from app.services.users import UserService
+    from app.services.admin.users import UserService
 
     async def work(context: AppContext) -> int:
         async with context.db.unit_of_work() as session:
@@ -473,8 +473,8 @@ def _add_oauth_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
 def cmd_oauth_grants(args: argparse.Namespace, settings: Settings) -> None:
     from app.db.repositories.oauth import GrantRow
     from app.errors import AppError
-    from app.services.oauth import lower_role
-    from app.services.oauth_grants import OAuthGrantService
+    from app.services.auth.oauth import lower_role
+    from app.services.auth.oauth_grants import OAuthGrantService
 
     async def work(context: AppContext) -> list[GrantRow]:
         async with context.db.unit_of_work() as session:
@@ -497,7 +497,7 @@ def cmd_oauth_grants(args: argparse.Namespace, settings: Settings) -> None:
 
 def cmd_oauth_revoke(args: argparse.Namespace, settings: Settings) -> None:
     from app.errors import AppError
-    from app.services.oauth_grants import OAuthGrantService
+    from app.services.auth.oauth_grants import OAuthGrantService
 
     async def work(context: AppContext) -> int:
         async with context.db.unit_of_work() as session:
@@ -537,7 +537,7 @@ def _who(name: str | None) -> str:
 
 
 def cmd_member_add(args: argparse.Namespace, settings: Settings) -> None:
-    from app.services.membership import MemberService, Membership
+    from app.services.admin.membership import MemberService, Membership
 
     user = _member_target(args)
 
@@ -550,7 +550,7 @@ def cmd_member_add(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_member_remove(args: argparse.Namespace, settings: Settings) -> None:
-    from app.services.membership import MemberService, Membership
+    from app.services.admin.membership import MemberService, Membership
 
     user = _member_target(args)
 
@@ -567,7 +567,7 @@ def cmd_member_remove(args: argparse.Namespace, settings: Settings) -> None:
 
 def cmd_member_list(args: argparse.Namespace, settings: Settings) -> None:
     from app.db.repositories.members import MemberRow
-    from app.services.membership import MemberService
+    from app.services.admin.membership import MemberService
 
     async def work(context: AppContext) -> list[MemberRow]:
         async with context.db.unit_of_work() as session:
@@ -582,7 +582,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> None:
     from tqdm import tqdm
 
     from app.db.repositories.projects import ProjectRepository
-    from app.services.portability import Portability
+    from app.services.admin.portability import Portability
 
     async def work(context: AppContext) -> int:
         async with _exporting_as(context, args.user), context.db.unit_of_work() as session:
@@ -626,7 +626,7 @@ async def _exporting_as(context: AppContext, user: str | None) -> AsyncIterator[
 def cmd_import(args: argparse.Namespace, settings: Settings) -> None:
     from tqdm import tqdm
 
-    from app.services.portability import Portability
+    from app.services.admin.portability import Portability
 
     with open(args.file, encoding="utf-8") as handle:
         lines = handle.readlines()

@@ -146,7 +146,7 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 class OidcSettings(SettingsGroup):
-    """Upstream single sign-on through an OpenID Connect provider (app.services.oidc): off unless `issuer` is set.
+    """Upstream single sign-on through an OpenID Connect provider (app.services.auth.oidc): off unless `issuer` is set.
 
     The provider's users sign in on the OAuth and console sign-in pages; each maps to the SynaptoMind user named
     by the first of `user_claims` the ID token carries.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-# A tag list, wherever one is sent or kept by an update (app.mcp.tools.common.TagList, app.services.store).
+# A tag list, wherever one is sent or kept by an update (app.mcp.tools.common.TagList, app.services.store.thoughts).
 MAX_TAGS = 50
 MAX_TAG_LENGTH = 100
 

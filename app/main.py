@@ -22,11 +22,11 @@ from app.embedding.backfill import run_backfill_loop
 from app.embedding.runtime import EmbeddingRuntime
 from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
-from app.services.auth import AuthService
+from app.services.admin.users import UserService
+from app.services.auth.ratelimit import RateLimiter
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.jobs import run_jobs_loop
-from app.services.ratelimit import RateLimiter
-from app.services.users import UserService
+from app.services.jobs.background import run_jobs_loop
 
 if TYPE_CHECKING:
     # The HTTP side (Starlette, the console, OAuth, single sign-on) is imported by `create_http_app` only:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from app.http.app import LocalPrincipal
     from app.http.oidc import UpstreamSignIn
     from app.http.ui import SessionCodec
-    from app.services.passwords import PasswordCheck
+    from app.services.auth.passwords import PasswordCheck
 
 logger = logging.getLogger("app")
 
@@ -141,8 +141,8 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
     from app.http.app import LocalPrincipal, build_http_app, transport_security
     from app.http.oidc import UpstreamSignIn
     from app.http.ui import SessionCodec, load_secret
-    from app.services.oidc import CALLBACK_PATH, OidcSignIn
-    from app.services.passwords import PasswordCheck
+    from app.services.auth.oidc import CALLBACK_PATH, OidcSignIn
+    from app.services.auth.passwords import PasswordCheck
 
     local = LocalPrincipal() if settings.auth.mode == "none" else None
 
@@ -189,7 +189,7 @@ def with_console(
     same Host/Origin checks as every other route guard them (DNS rebinding, cross-site posts)."""
     from app.http.app import HostOriginMiddleware, with_public_url
     from app.http.ui import ConsoleConfig, ConsoleRouter, build_console
-    from app.services.passwords import PasswordCheck
+    from app.services.auth.passwords import PasswordCheck
 
     if codec is None:
         return app

@@ -11,7 +11,7 @@ texts, in this process. The service paths:
 - `http`: a real `synaptomind serve` subprocess (uvicorn), called with the official MCP client
   over streamable HTTP with a bearer token — JSON-RPC, auth, validation, embedding, the INSERTs
   and the answer, as a remote agent sees it;
-- `dispatch`: the same tool handler in this process through `app.mcp.registry.dispatch` (no
+- `dispatch`: the same tool handler in this process through `app.mcp.dispatch.dispatch` (no
   HTTP), with the embedding time measured inside, so the database + service share is exact.
 
 Each path stores the thoughts twice, each time into a fresh project that is deleted (and
@@ -68,9 +68,9 @@ from app.embedding.backfill import backfill_once
 from app.embedding.embedder import FastEmbedEmbedder, Vector
 from app.embedding.profiles import OFFLINE_E5, OFFLINE_MINILM, PROFILES, ModelProfile, profile_for
 from app.embedding.runtime import EmbeddingRuntime, prepared_dir
-from app.mcp.registry import dispatch
+from app.mcp.dispatch import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from bench.common import cpu_times, free_port, machine, shipped_settings, wait_ready
 

@@ -45,10 +45,10 @@ from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
 from app.main import build_context, create_http_app
-from app.services import jobs
-from app.services.auth import AuthService
+from app.services.admin.users import UserService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.users import UserService
+from app.services.jobs import background as jobs
 from bench.common import machine
 from bench.dataset import DATA_ROOT, CallTool, _prewarm, generate_queries, model_cache_dir, tool_caller
 from bench.search import pct

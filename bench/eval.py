@@ -72,9 +72,9 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
-from app.mcp.registry import dispatch
+from app.mcp.dispatch import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from bench import conversation_data
 from bench.calibrate import DATASET, RESULTS, load_set, model_cache_dir

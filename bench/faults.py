@@ -56,9 +56,9 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.ids import new_id
 from app.main import build_context, create_http_app
-from app.services.jobs import decay_importance
+from app.services.jobs.background import decay_importance
 from bench.common import loopback_listener, shipped_settings, uvicorn_serving
-from bench.load import (
+from bench.load_harness import (
     McpClient,
     Outcome,
     cache_dir,
@@ -276,7 +276,7 @@ async def _dispatch_while_down(url: str) -> tuple[str, float]:
     The HTTP path answers 503 at the token check already; this is the path a call takes when the
     database goes away after its token was checked (and the one `stdio` always takes).
     """
-    from app.mcp.registry import dispatch
+    from app.mcp.dispatch import dispatch
     from app.mcp.tools.catalog import ALL_SPECS
     from app.services.context import AppContext
 

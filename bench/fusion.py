@@ -9,7 +9,7 @@
 Both sets are loaded through the tools into a temporary embedded PostgreSQL, exactly as `bench.eval` loads them.
 For every question the service's own legs run once (`SearchRepository.vector_leg` / `lexical_leg`, the pool of a
 limit-10 search: 100 rows each, the question's project as scope); then every fusion below is replayed over those
-rows and scored by R@5 / R@10. The shipped fusion is `SearchService._fuse` (app/services/search.py), marked
+rows and scored by R@5 / R@10. The shipped fusion is `SearchService._fuse` (app/services/recall/search.py), marked
 "shipped" below; the rest is what it was chosen against (docs/BENCHMARKS.md, "Fusion").
 
 Beside the service's legs, every question also gets `bm25s` over the same scope's active thoughts (the reference of
@@ -47,7 +47,7 @@ from app.db.repositories.search import LegRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.profiles import profile_for
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.search import MIN_BM25_DEVIATION, MIN_COSINE_DEVIATION, pool_size
+from app.services.recall.search import MIN_BM25_DEVIATION, MIN_COSINE_DEVIATION, pool_size
 from bench import conversation_data, dataset, quality
 from bench.calibrate import DATASET, RESULTS, load_set, model_cache_dir
 from bench.dataset import offline_runtime

@@ -4,7 +4,7 @@ thoughts (preview, then confirm), in ms per call.
     python -m bench.graph_writes               # 5 runs of each, median reported
     python -m bench.graph_writes --runs 9 --json bench/results/graph_writes.json
 
-Every call goes through `app.mcp.registry.dispatch` in this process (validation, authorisation, the
+Every call goes through `app.mcp.dispatch.dispatch` in this process (validation, authorisation, the
 unit of work, the service, the answer envelope — no HTTP), as a writer. Each run works on fresh rows:
 
 - `link_batch`: 46 new thoughts, 1000 of their 1035 pairs linked in one call (a mix of edge types;
@@ -45,9 +45,9 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
-from app.mcp.registry import dispatch
+from app.mcp.dispatch import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from bench.bulk_create import server_version, wait_for_quiet
 from bench.common import machine, shipped_settings

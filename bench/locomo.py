@@ -62,7 +62,7 @@ from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.search import pool_size
+from app.services.recall.search import pool_size
 from bench.calibrate import RESULTS, model_cache_dir
 from bench.common import shipped_settings
 from bench.eval import (

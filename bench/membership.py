@@ -38,11 +38,11 @@ from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.auth import AuthService
+from app.services.admin.membership import MemberService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.jobs import refresh_thought_estimates
-from app.services.membership import MemberService
-from app.services.project_index_job import reconcile_project_indexes
+from app.services.jobs.background import refresh_thought_estimates
+from app.services.jobs.project_indexes import reconcile_project_indexes
 from bench.common import machine, shipped_settings
 from bench.dataset import PROJECTS, generate_queries, model_cache_dir, offline_runtime, open_dataset, tool_caller
 from bench.search import pct, summary_ms

@@ -8,7 +8,7 @@ thoughts are frontier items (tags todo/directive/pending) and ~30 % of those hav
 another one of their project; 2 % of the thoughts have a related edge. Creation times are spread
 over 18 months by the loader (SQL), so nearly every thought is old enough for auto_cluster.
 
-Each action is called through `app.mcp.registry.dispatch` in this process (the tool handler with
+Each action is called through `app.mcp.dispatch.dispatch` in this process (the tool handler with
 validation, scope resolution, the service and the shaping, without HTTP; an admin principal):
 
 - `memory_status frontier` with the largest project's cwd, and without cwd (every project);
@@ -43,7 +43,7 @@ from sqlalchemy.engine import Connection
 from app.db.engine import Database, build_engine
 from app.embedding.profiles import OFFLINE_MINILM, profile_for
 from app.services.context import AppContext
-from app.services.health import CHECKS, DETAIL_LIMIT
+from app.services.status.health import CHECKS, DETAIL_LIMIT
 from bench.common import machine, shipped_settings
 from bench.dataset import (
     PROJECTS,
@@ -172,7 +172,7 @@ ELIGIBLE = (
     "AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.target_id = t.id AND e.type = 'cluster')"
 )
 
-# The pairs statement of ClusterService.auto_groups (app/services/clusters.py), and two rewrites.
+# The pairs statement of ClusterService.auto_groups (app/services/crystallize/clusters.py), and two rewrites.
 HALF_A, HALF_B, HALF_B2 = ("a.embedding::halfvec(384)", "b.embedding::halfvec(384)", "b2.embedding::halfvec(384)")
 AUTO_CLUSTER_PAIRS = {
     "shipped": (
@@ -279,7 +279,7 @@ async def main_async(dataset: Dataset, args: argparse.Namespace) -> dict[str, An
         "machine": machine(),
         "database": await versions(db),
         "dataset": await describe(dataset.url),
-        "transport": "app.mcp.registry.dispatch in-process (no HTTP)",
+        "transport": "app.mcp.dispatch.dispatch in-process (no HTTP)",
         "load_start": [round(x, 2) for x in os.getloadavg()],
     }
     print(json.dumps(info, indent=1), flush=True)

@@ -19,7 +19,7 @@ note holds every slot the question names) is skipped and counted. Targets are dr
 RNG from all active thoughts of the store (every project and position), so projects appear in the
 data set's skew.
 
-**Modes**, each called in-process through `app.mcp.registry.dispatch` (the path of the breakdown and
+**Modes**, each called in-process through `app.mcp.dispatch.dispatch` (the path of the breakdown and
 full-page sections), limit 10, scoped by cwd to the target's project, then without cwd for the first
 `unscoped` questions:
 - `hybrid` default arguments (the default relevance gate);
@@ -61,7 +61,7 @@ from app.embedding.embedder import Vector
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.context import AppContext
-from app.services.search import RRF_K, pool_size
+from app.services.recall.search import RRF_K, pool_size
 from bench.dataset import (
     ARTIFACTS,
     CAUSES,

@@ -20,7 +20,7 @@ real write path and reused by later runs.
    `hybrid_all` (no cwd) and `hybrid_small` (the 3 % project) at 1 client. p50/p95/p99 and calls/s.
 2. **Where the time goes** (1 client, in this process, same queries): the query embedding alone,
    `SearchService.search` (embedding timed inside it; the rest is SQL + fusion; every statement is
-   timed with SQLAlchemy cursor events), the whole tool through `app.mcp.registry.dispatch`, and the
+   timed with SQLAlchemy cursor events), the whole tool through `app.mcp.dispatch.dispatch`, and the
    HTTP call: protocol = HTTP − dispatch.
 3. **HNSW recall@10** of the vector leg against exact search (the same statement with index and
    bitmap scans off) for `--recall-queries` queries, without and with the 3 % project's filter on the
@@ -73,13 +73,13 @@ from app.db.vector import index_distance, register_vector_codec
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import ModelProfile
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.jobs import refresh_thought_estimates
-from app.services.project_index_job import reconcile_project_indexes
-from app.services.recall_reads import search_service
+from app.services.jobs.background import refresh_thought_estimates
+from app.services.jobs.project_indexes import reconcile_project_indexes
+from app.services.recall.operations import search_service
+from app.services.recall.search import SearchQuery, pool_size
 from app.services.scope import resolve_read_scope
-from app.services.search import SearchQuery, pool_size
 from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
 from bench.dataset import (
     PROJECTS,

@@ -24,7 +24,7 @@ from app.db.models import Base, Role
 from app.db.records import Principal
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from tests.helpers import ToolCaller
 

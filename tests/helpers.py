@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.records import Principal
 from app.db.visibility import acting_as
-from app.mcp.registry import dispatch
+from app.mcp.dispatch import dispatch
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.context import AppContext
 

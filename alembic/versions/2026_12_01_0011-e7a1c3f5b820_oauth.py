@@ -2,7 +2,7 @@
 
 Every secret is stored as its SHA-256 (client secrets, sign-in request handles, consent secrets, codes,
 tokens), as `api_token` does: a database dump grants nothing. Every step of the flow is a row, so any
-replica serves any step (app.services.oauth). New tables only: no lock on existing ones.
+replica serves any step (app.services.auth.oauth). New tables only: no lock on existing ones.
 
 Revision ID: e7a1c3f5b820
 Revises: d4f8a2c6e913

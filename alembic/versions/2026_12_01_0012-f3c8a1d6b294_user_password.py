@@ -1,7 +1,7 @@
 """Admin-set passwords: `app_user.password_hash` (NULL = the user cannot sign in with a password).
 
 `synaptomind user password --user NAME` sets or clears it; the OAuth sign-in page accepts a user name and
-password beside an API token. The column holds `scrypt$n$r$p$salt$hash` (app.services.auth.hash_password):
+password beside an API token. The column holds `scrypt$n$r$p$salt$hash` (app.services.auth.tokens.hash_password):
 the parameters travel with each hash, so they can be raised later without a migration.
 
 Revision ID: f3c8a1d6b294

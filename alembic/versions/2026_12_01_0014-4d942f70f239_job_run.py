@@ -1,6 +1,6 @@
 """Background job state: `job_run`, the last run of each job (start, end, outcome, which replica ran it).
 
-One row per job, upserted by the replica that ran it (app.services.job_runs), so the console's operations
+One row per job, upserted by the replica that ran it (app.services.jobs.runs), so the console's operations
 page shows the same state on every replica. A new table only: no lock on existing ones.
 
 Revision ID: 4d942f70f239

@@ -1,6 +1,6 @@
 """The stored health report: `health_report`, one row holding the last report with when, how long and who asked.
 
-The background job (app.services.jobs, every `health.report_interval_minutes`) and the console's Check now
+The background job (app.services.jobs.background, every `health.report_interval_minutes`) and the console's Check now
 replace it, so the console's health page reads it instead of running every check (~0.3 s at 100 k thoughts,
 docs/BENCHMARKS.md "Console pages at 100 k"). A new table only: no lock on existing ones.
 

@@ -105,7 +105,7 @@ class AppUser(Base):
     name: Mapped[str] = mapped_column(String(200), nullable=False, unique=True)
     role: Mapped[Role] = mapped_column(_enum(Role, "user_role"), nullable=False)
     created_at: Mapped[datetime] = _created_at()
-    # `scrypt$n$r$p$salt$hash` (app.services.passwords.hash_password), set by an admin; NULL = no password sign-in.
+    # `scrypt$n$r$p$salt$hash` (app.services.auth.passwords.hash_password), set by an admin; NULL = no password sign-in.
     password_hash: Mapped[str | None] = mapped_column(Text)
     __table_args__ = (CheckConstraint("length(btrim(name)) > 0", name="name_not_blank"),)
 
@@ -119,14 +119,14 @@ class ApiToken(Base):
     token_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
     label: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = _created_at()
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # batched, app.services.auth
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # batched, app.services.auth.tokens
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # NULL = never (migration 0010: the tokens from before it keep working); checked on every request.
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class ConsoleSession(Base):
-    """One console sign-in (app.services.sessions, migration 0018): the cookie carries a random secret, this row
+    """One console sign-in (app.services.auth.sessions, migration 0018): the cookie carries a random secret, this row
     its SHA-256, so signing out, an admin, a revoked token, a demotion or a new password ends it on the server
     and a replayed cookie is refused. Not project data: the visibility rule has nothing to scope here."""
 
@@ -466,8 +466,8 @@ class AuditEvent(Base):
 
 
 class JobRun(Base):
-    """The last run of each background job (app.services.jobs): one row per job, upserted by the replica that ran
-    it, so every replica's operations page shows it (migration 0014). Not written when a job found nothing due
+    """The last run of each background job (app.services.jobs.background): one row per job, upserted by the replica that
+    ran it, so every replica's operations page shows it (migration 0014). Not written when a job found nothing due
     or another replica held its lock."""
 
     __tablename__ = "job_run"
@@ -481,7 +481,7 @@ class JobRun(Base):
 
 
 class HealthReport(Base):
-    """The last stored health report (app.services.health_reports): one row, replaced by the background job every
+    """The last stored health report (app.services.status.health_reports): one row, replaced by the background job every
     `health.report_interval_minutes` and by an admin's Check now, so the console's health page reads it instead of
     running every check (migration 0016). The MCP action and GET /api/health-check still check live."""
 
@@ -508,7 +508,7 @@ class OAuthClient(Base):
 
 
 class OAuthAuthorization(Base):
-    """One authorization request from /authorize to its code's exchange (app.services.oauth).
+    """One authorization request from /authorize to its code's exchange (app.services.auth.oauth).
 
     Created by /authorize (the sign-in page finds it by `request_hash`), bound to a user at sign-in, given a
     code at consent, marked used by the token exchange: each step is one row update, so any replica serves it.

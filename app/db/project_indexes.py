@@ -7,7 +7,7 @@ thoughts; a graph of the project's rows alone recalls 0.98 in ~2 ms (docs/BENCHM
 price is a second graph insert for every thought of such a project.
 
 The background jobs decide which projects get one and build or drop it CONCURRENTLY, so writes go on meanwhile
-(app.services.project_index_job). No migration knows them, so Alembic skips them
+(app.services.jobs.project_indexes). No migration knows them, so Alembic skips them
 (`include_in_migrations`, alembic/env.py); a migration that changes the `embedding` column must drop them
 first (the jobs build them again). A search learns of a valid one from the catalog, through the project
 read (`has_project_index`), so nothing can point it at an index that is missing or half built.

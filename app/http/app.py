@@ -30,11 +30,11 @@ from app.http.oauth import PAGE_PATHS, PROTOCOL_PATHS, api_token_role, oauth_rou
 from app.http.oidc import UpstreamSignIn
 from app.mcp.server import PRINCIPAL_SCOPE_KEY, SynaptoServer
 from app.observability import render_metrics
-from app.services.auth import AuthService, TokenUsage
+from app.services.auth.oauth import ACCESS_PREFIX, OAuthConfig, OAuthProvider, OAuthTokenVerifier, StoredAccessToken
+from app.services.auth.passwords import PasswordCheck
+from app.services.auth.tokens import AuthService, TokenUsage
 from app.services.context import AppContext
-from app.services.health import SEVERITY_RANK, HealthService
-from app.services.oauth import ACCESS_PREFIX, OAuthConfig, OAuthProvider, OAuthTokenVerifier, StoredAccessToken
-from app.services.passwords import PasswordCheck
+from app.services.status.health import SEVERITY_RANK, HealthService
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
-"""The OAuth routes of MCP authorization: the SDK's handlers (mcp.server.auth) over app.services.oauth, plus the
+"""The OAuth routes of MCP authorization: the SDK's handlers (mcp.server.auth) over app.services.auth.oauth, plus the
 server-rendered sign-in and consent pages (plain HTML forms: no script, no build step).
 
 Endpoints (docs/API.md): /.well-known/oauth-protected-resource[/mcp] (RFC 9728),
 /.well-known/oauth-authorization-server (RFC 8414), /register (RFC 7591), /authorize, /token, /revoke
 (RFC 7009), /oauth/signin and /oauth/consent (the pages), and with upstream single sign-on (oauth.oidc)
-/oauth/oidc/start and /oauth/oidc/callback (app.http.oidc, app.services.oidc).
+/oauth/oidc/start and /oauth/oidc/callback (app.http.oidc, app.services.auth.oidc).
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ from app.http.oidc import PENDING_COOKIE, PENDING_COOKIE_PATH, UpstreamSignIn
 from app.http.ui.session import COOKIE_PATH as CONSOLE_PATH
 from app.http.ui.session import SESSION_COOKIE as CONSOLE_SESSION_COOKIE
 from app.http.ui.session import open_session
-from app.services.auth import AuthService
-from app.services.oauth import (
+from app.services.auth.oauth import (
     CODE_REFUSED,
     CONSENT_PATH,
     REFRESH_REFUSED,
@@ -51,9 +50,10 @@ from app.services.oauth import (
     OAuthProvider,
     SignedIn,
 )
-from app.services.oidc import CALLBACK_PATH, START_PATH
-from app.services.passwords import TooManyAttempts
-from app.services.sessions import UPSTREAM
+from app.services.auth.oidc import CALLBACK_PATH, START_PATH
+from app.services.auth.passwords import TooManyAttempts
+from app.services.auth.sessions import UPSTREAM
+from app.services.auth.tokens import AuthService
 
 # Served without the bearer check (they are how a client gets a token) and without the Host/Origin check
 # (browser-based clients call the JSON endpoints cross-origin, as the SDK's CORS headers allow).
@@ -225,7 +225,7 @@ def oauth_routes(
 
 TokenCheck = Callable[[str], Awaitable[Role | None]]
 
-# The SDK's invalid_grant texts, as the provider words its own (app.services.oauth): "does not exist" of a spent
+# The SDK's invalid_grant texts, as the provider words its own (app.services.auth.oauth): "does not exist" of a spent
 # token was not true, and "has expired" told an expired grant from an unknown one.
 GRANT_REFUSED = {
     "refresh token does not exist": REFRESH_REFUSED,

@@ -1,7 +1,7 @@
 """Upstream OpenID Connect sign-in on the HTTP side: the signed cookie that carries a pending sign-in from the
 redirect to the provider back to its callback, and what the OAuth pages need to run the flow.
 
-The protocol itself is app.services.oidc; the pages that start and finish it are app.http.oauth's `SignInPages`
+The protocol itself is app.services.auth.oidc; the pages that start and finish it are app.http.oauth's `SignInPages`
 (one callback, `<public URL>/oauth/oidc/callback`, for both the MCP authorization sign-in and the console's).
 """
 
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from app.http.ui.session import SessionCodec
-from app.services.oidc import PENDING_SECONDS, OidcSignIn, PendingSignIn
+from app.services.auth.oidc import PENDING_SECONDS, OidcSignIn, PendingSignIn
 
 PENDING_COOKIE = "synapto_oidc_pending"
 PENDING_COOKIE_PATH = "/oauth/oidc"

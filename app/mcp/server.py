@@ -13,7 +13,9 @@ from app import __version__
 from app.db.records import Principal
 from app.errors import bad_request
 from app.mcp import wire
-from app.mcp.registry import ToolSpec, dispatch
+from app.mcp.dispatch import dispatch
+from app.mcp.registry import ToolSpec
+from app.mcp.schema import mcp_tool
 from app.services.context import AppContext
 
 PRINCIPAL_SCOPE_KEY = "synaptomind.principal"
@@ -31,12 +33,18 @@ class SynaptoServer(MCPServer[Any]):
         super().__init__(name="synaptomind", version=__version__, instructions=INSTRUCTIONS)
         self._app = app
         self._specs = {spec.name: spec for spec in specs}
-        self._tools = [spec.mcp_tool() for spec in specs]
+        self._tools = [mcp_tool(spec) for spec in specs]
         self._local_principal = local_principal
 
     async def list_tools(self) -> list[MCPTool]:
         return list(self._tools)
 
+    # The one private override, kept because MCPServer has no public hook for it: its __init__ hands the low-level
+    # Server `get_tool_input_schema=self._tool_input_schema` (mcp/server/mcpserver/server.py), which looks in the
+    # SDK's own tool manager, where our specs are not; the 2026-07-28 HTTP path validates `Mcp-Param-*` headers
+    # against what it returns (mcp/server/_streamable_http_modern.py). The public hook is the low-level Server's
+    # `get_tool_input_schema` argument, but serving from the low-level Server changes `initialize` (no prompts or
+    # resources capability) and drops MCPServer's request-state middleware: not a move without behaviour change.
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
         tool = next((tool for tool in self._tools if tool.name == name), None)
         return None if tool is None else dict(tool.input_schema)

@@ -8,7 +8,7 @@ from typing import Any
 from app.config import Settings
 from app.db.engine import Database
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.ratelimit import RateLimiter
+from app.services.auth.ratelimit import RateLimiter
 
 
 @dataclass(frozen=True)

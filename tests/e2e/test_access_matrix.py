@@ -35,9 +35,9 @@ from app.db.engine import Database
 from app.db.models import Base, Role
 from app.mcp.tools.catalog import ALL_SPECS
 from app.observability import REGISTRY
-from app.services.auth import AuthService
+from app.services.admin.membership import MemberService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.membership import MemberService
 from tests.conftest import make_user
 from tests.e2e.serving import mcp_session, serving
 from tests.helpers import ToolCaller

@@ -17,9 +17,9 @@ import pytest
 from app.db.engine import Database
 from app.db.models import Role
 from app.db.repositories.projects import ProjectRepository
-from app.services.auth import AuthService
-from app.services.membership import MemberService
-from app.services.users import UserService
+from app.services.admin.membership import MemberService
+from app.services.admin.users import UserService
+from app.services.auth.tokens import AuthService
 from tests.e2e.serving import serving
 from tests.helpers import ToolCaller
 

@@ -19,7 +19,7 @@ from sqlalchemy import text
 from app.db.engine import Database
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_E5
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from tests.contract import COMPACT_THOUGHT_KEYS, FULL_THOUGHT_KEYS
 from tests.e2e.serving import mcp_session, serving

@@ -33,9 +33,9 @@ from app.db.engine import Database
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
 from app.main import build_context, create_http_app
-from app.services.auth import AuthService
-from app.services.oauth import OAuthConfig, OAuthProvider
-from app.services.users import UserService
+from app.services.admin.users import UserService
+from app.services.auth.oauth import OAuthConfig, OAuthProvider
+from app.services.auth.tokens import AuthService
 from bench.common import loopback_listener, mcp_session, uvicorn_serving
 from tests.conftest import MODEL_CACHE
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, FakeOidcProvider

@@ -1,6 +1,6 @@
 """Property-based fuzzing of the OAuth endpoints (/register, /authorize, /token, /revoke) on the real PostgreSQL.
 
-The app is the OAuth routes in-process (the SDK's handlers over app.services.oauth, as tests/integration/
+The app is the OAuth routes in-process (the SDK's handlers over app.services.auth.oauth, as tests/integration/
 test_oauth.py builds it), reached through httpx. For every generated request that is wrong — a malformed
 registration, an authorization request with an unknown client, a foreign redirect_uri, no PKCE or `plain`;
 a token request with a wrong PKCE verifier, a replayed code, a redirect_uri mismatch, another client's code,
@@ -42,8 +42,8 @@ from app.config import OAuthSettings
 from app.db.engine import Database
 from app.db.models import Role
 from app.http.oauth import api_token_role, oauth_routes
-from app.services.auth import AuthService
-from app.services.oauth import OAuthConfig, OAuthProvider
+from app.services.auth.oauth import OAuthConfig, OAuthProvider
+from app.services.auth.tokens import AuthService
 from tests.conftest import TABLES as ALL_TABLES
 from tests.fuzz.conftest import PROFILE
 from tests.fuzz.strategies import DRIVER_MARKERS, UNICODE_SPECIALS, junk

@@ -29,7 +29,7 @@ from app.db.engine import Database
 from app.db.models import Base, Role
 from app.db.records import Principal
 from app.embedding.runtime import EmbeddingRuntime
-from app.mcp.registry import dispatch
+from app.mcp.dispatch import dispatch
 from app.services.context import AppContext
 from tests.conftest import TABLES as ALL_TABLES
 from tests.conftest import make_user, settings_with

@@ -16,7 +16,7 @@ from app.db.models import Role
 from app.http.ui import ConsoleConfig, SessionCodec, build_console
 from app.http.ui.session import SESSION_COOKIE, SIGN_IN_COOKIE
 from app.main import create_http_app
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from tests.helpers import ToolCaller
 

@@ -13,9 +13,9 @@ from typing import Any
 import httpx2
 
 from app.db.models import Role
-from app.services import jobs
 from app.services.context import AppContext
-from app.services.job_runs import replica_name
+from app.services.jobs import background as jobs
+from app.services.jobs.runs import replica_name
 from tests.helpers import ToolCaller, execute, rows
 from tests.integration.test_console_review import confirm_fields, post, signed_in, ui  # noqa: F401 (fixture)
 from tests.integration.test_organisation_crystallize import BILLING, DEPLOY, age, project, thought

@@ -1,4 +1,4 @@
-"""The console's health page on the stored report (app/services/health_reports.py), in-process on a real
+"""The console's health page on the stored report (app/services/status/health_reports.py), in-process on a real
 PostgreSQL: it shows the report the background job stored with how old it is, without checking again; Check now
 (admins only, CSRF) and the safe fixes check and store it again; with none stored yet, the first view checks."""
 
@@ -11,9 +11,9 @@ import pytest
 
 from app.db.models import Role
 from app.main import settings_view
-from app.services import jobs
 from app.services.context import AppContext
-from app.services.job_runs import replica_name
+from app.services.jobs import background as jobs
+from app.services.jobs.runs import replica_name
 from tests.conftest import settings_with
 from tests.helpers import ToolCaller, execute, rows
 from tests.integration.test_console_review import signed_in, ui  # noqa: F401 (fixture)

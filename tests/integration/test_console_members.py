@@ -13,8 +13,8 @@ import httpx2
 import pytest
 
 from app.db.models import Role
+from app.services.admin.membership import MemberService
 from app.services.context import AppContext
-from app.services.membership import MemberService
 from tests.helpers import ToolCaller
 from tests.integration.test_console_review import signed_in, ui  # noqa: F401 (fixture)
 from tests.integration.test_console_users import audit

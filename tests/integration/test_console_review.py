@@ -20,7 +20,7 @@ from app.config import Settings
 from app.db.models import Role
 from app.http.ui import ConsoleConfig, SessionCodec, build_console
 from app.main import create_http_app
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from tests.helpers import ToolCaller, execute, rows
 from tests.integration.test_console import BASE, CSRF_FIELD, sign_in, token_for

@@ -24,11 +24,11 @@ from app.db.repositories.users import UserRepository
 from app.http.ui import ConsoleConfig, SessionCodec, build_console
 from app.http.ui.session import SESSION_COOKIE
 from app.main import create_http_app
-from app.services.auth import AuthService
+from app.services.admin.membership import MemberService
+from app.services.admin.users import UserService
+from app.services.auth.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, PasswordCheck, hash_password
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.membership import MemberService
-from app.services.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, PasswordCheck, hash_password
-from app.services.users import UserService
 from tests.helpers import ManualClock
 from tests.integration.test_console import BASE, CSRF_FIELD, set_cookies, sign_in, sign_in_form, token_for
 from tests.integration.test_membership import caller, close
@@ -79,7 +79,7 @@ async def memberships(context: AppContext) -> set[tuple[str, str | None, str]]:
         return {(row.project_name, row.user_name, row.role.value) for row in await MemberService(session).list(None)}
 
 
-# The members rule's reason (app.services.membership) and the fix a demotion's refusal names.
+# The members rule's reason (app.services.admin.membership) and the fix a demotion's refusal names.
 ORPHANED = (
     "with no admin who can reach it and change its members (a member with the admin role whose global role is "
     "admin, or everyone as admin). Make another admin an admin member there first: "

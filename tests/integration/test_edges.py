@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from app.db.models import Role
 from app.services.context import AppContext
-from app.services.edges import EdgeService
+from app.services.store.edges import EdgeService
 from tests.conftest import make_user
 from tests.helpers import Answer, ToolCaller, blocked_by_a_lock, own_transaction, snapshot
 

@@ -22,9 +22,9 @@ from app.embedding.embedder import FastEmbedEmbedder
 from app.embedding.profiles import E5_SMALL, OFFLINE_DIR_NAME, OFFLINE_E5, OFFLINE_E5_DIR_NAME, OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.ids import new_id
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.reembed import reembed_all
+from app.services.jobs.reembed import reembed_all
 from tests.conftest import MODEL_CACHE
 from tests.helpers import ToolCaller
 

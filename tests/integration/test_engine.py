@@ -15,7 +15,7 @@ from app.db.engine import Database, build_engine
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.db.vector import EMBEDDING_DIM, HNSW_EF_SEARCH
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 
 
 @pytest.fixture

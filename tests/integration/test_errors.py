@@ -18,11 +18,12 @@ from app.db.models import Role
 from app.db.records import Principal
 from app.embedding.runtime import EmbeddingRuntime
 from app.mcp import wire
-from app.mcp.registry import build_input_schema, dispatch
+from app.mcp.dispatch import dispatch
+from app.mcp.schema import build_input_schema, mcp_tool
 from app.mcp.tools import guide
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.context import AppContext
-from app.services.recall import RecallService
+from app.services.recall.thoughts import RecallService
 from tests.conftest import settings_with
 from tests.contract import CONTRACT_ACTIONS
 from tests.helpers import SPECS, Answer, ToolCaller, snapshot
@@ -147,7 +148,7 @@ def test_retired_inputs_are_not_advertised_but_the_description_names_the_replace
     tool: str, call: dict[str, Any], name: str, value: Any, migration: str
 ) -> None:
     schema = build_input_schema(SPECS[tool])
-    description = SPECS[tool].mcp_tool().description or ""
+    description = mcp_tool(SPECS[tool]).description or ""
     if name == "thought_id" and tool == "memory_store":  # live for update: retired for link only
         assert schema["properties"][name]["type"] == "string"
         assert "link thought_id→source_id" in description
@@ -289,7 +290,7 @@ async def test_an_unexpected_exception_is_unclassified_and_hides_its_text(
 
     monkeypatch.setattr(RecallService, "get", explode)
     before = await snapshot(reader.context)
-    with caplog.at_level(logging.ERROR, logger="app.mcp.registry"):
+    with caplog.at_level(logging.ERROR, logger="app.mcp.dispatch"):
         answer = await reader("memory_recall", {"action": "get", "thought_id": made.item["id"]})
     assert answer.raw.is_error is True
     assert answer.raw.structured_content is None

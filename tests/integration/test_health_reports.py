@@ -1,4 +1,5 @@
-"""The stored health report (app/services/health_reports.py, migration 0016) and the background job that keeps it:
+"""The stored health report (app/services/status/health_reports.py, migration 0016) and the background job that keeps
+it:
 stored on the first tick, checked again only once it is `health.report_interval_minutes` old, by one replica at a
 time; a failed check is the job's recorded failure; the MCP action keeps answering live."""
 
@@ -10,10 +11,10 @@ import pytest
 from sqlalchemy import text
 
 from app.db.locks import HEALTH_REPORT_LOCK_KEY
-from app.services import jobs
-from app.services.health import HealthService
-from app.services.health_reports import check_now, latest_report, refresh_if_due
-from app.services.job_runs import replica_name
+from app.services.jobs import background as jobs
+from app.services.jobs.runs import replica_name
+from app.services.status.health import HealthService
+from app.services.status.health_reports import check_now, latest_report, refresh_if_due
 from tests.conftest import settings_with
 from tests.helpers import ToolCaller, execute, rows
 

@@ -1,4 +1,4 @@
-"""The health report's one pass over `thought` (app/services/health.py SCAN) answers what each check's own query
+"""The health report's one pass over `thought` (app/services/status/health.py SCAN) answers what each check's own query
 answers: the same count for every check, detail rows that are the check's own rows, the thoughts by status and the
 BM25 drift of LEXICAL_DRIFT — on a data set with findings of every row check, archived rows that must not count,
 more findings than the detail limit, and rows written with the triggers and foreign keys off."""
@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from app.formats import iso
 from app.services.context import AppContext
-from app.services.health import CHECKS, DETAIL_LIMIT, LEXICAL_CHECK, LEXICAL_DRIFT, HealthService
+from app.services.status.health import CHECKS, DETAIL_LIMIT, LEXICAL_CHECK, LEXICAL_DRIFT, HealthService
 
 ROWS = (
     "INSERT INTO thought (id, project_id, content, tags, status, archived_at, importance, is_cluster, created_at) "

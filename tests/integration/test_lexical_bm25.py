@@ -17,7 +17,7 @@ from app.db.models import ThoughtStatus
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.services.context import AppContext
-from app.services.health import HealthService
+from app.services.status.health import HealthService
 from tests.helpers import ToolCaller
 from tests.integration.search_support import bulk, create, execute, register, rows
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from app.services.projects import ProjectService
+from app.services.admin.projects import ProjectService
 from tests.helpers import ToolCaller, own_transaction, snapshot
 
 

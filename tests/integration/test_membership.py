@@ -16,9 +16,9 @@ from app.db.models import Role, Thought
 from app.db.visibility import SHADOWED, UNSCOPED, Caller, UnscopedStatement, acting_as
 from app.errors import AppError
 from app.main import local_principal
+from app.services.admin.membership import MemberService
+from app.services.admin.portability import Portability
 from app.services.context import AppContext
-from app.services.membership import MemberService
-from app.services.portability import Portability
 from tests.conftest import make_user
 from tests.helpers import ToolCaller, rows
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 
 from app.db.models import Role
+from app.services.admin.membership import MemberService
 from app.services.context import AppContext
-from app.services.membership import MemberService
 from tests.conftest import make_user
 from tests.helpers import ToolCaller
 from tests.integration.search_support import id_not_found

@@ -21,8 +21,8 @@ from app.config import OAuthSettings
 from app.db.engine import Database
 from app.db.models import Role
 from app.http.oauth import api_token_role, oauth_routes
-from app.services.auth import AuthService
-from app.services.oauth import OAuthConfig, OAuthProvider
+from app.services.auth.oauth import OAuthConfig, OAuthProvider
+from app.services.auth.tokens import AuthService
 
 ISSUER = "http://127.0.0.1:8765"
 REDIRECT = "http://127.0.0.1:9/callback"

@@ -1,5 +1,5 @@
 """OAuth grants on a real PostgreSQL: the expiry job's purge of rows nothing can redeem, and listing and revoking
-a user's grants (app.services.oauth_grants, `synaptomind oauth grants|revoke`)."""
+a user's grants (app.services.auth.oauth_grants, `synaptomind oauth grants|revoke`)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from app import cli
 from app.config import OAuthSettings, Settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
-from app.services import jobs
-from app.services.auth import hash_token
-from app.services.jobs import Housekeeping, expire_housekeeping
-from app.services.oauth import OAuthConfig, OAuthProvider
-from app.services.oauth_grants import OAuthGrantService
-from app.services.users import UserService
+from app.services.admin.users import UserService
+from app.services.auth.oauth import OAuthConfig, OAuthProvider
+from app.services.auth.oauth_grants import OAuthGrantService
+from app.services.auth.tokens import hash_token
+from app.services.jobs import background as jobs
+from app.services.jobs.background import Housekeeping, expire_housekeeping
 from tests.conftest import settings_with
 
 ISSUER = "http://127.0.0.1:8765"

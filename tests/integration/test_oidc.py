@@ -30,11 +30,11 @@ from app.db.models import Role
 from app.http.oauth import api_token_role, oauth_routes
 from app.http.oidc import PENDING_COOKIE, UpstreamSignIn
 from app.http.ui.session import SESSION_COOKIE, SessionCodec
-from app.services import sessions
-from app.services.oauth import OAuthConfig, OAuthProvider
-from app.services.oidc import CALLBACK_PATH, STATE_MISMATCH, OidcSignIn
-from app.services.sessions import ConsoleSessionService
-from app.services.users import UserService
+from app.services.admin.users import UserService
+from app.services.auth import sessions
+from app.services.auth.oauth import OAuthConfig, OAuthProvider
+from app.services.auth.oidc import CALLBACK_PATH, STATE_MISMATCH, OidcSignIn
+from app.services.auth.sessions import ConsoleSessionService
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, FakeOidcProvider, signing_key
 
 ISSUER = "http://127.0.0.1:8765"  # SynaptoMind's public URL
@@ -288,7 +288,7 @@ async def test_the_console_signs_in_through_the_provider(sso: SingleSignOn) -> N
     assert callback.status_code == 303 and callback.headers["location"] == "/ui/search?q=x"
     session = sso.codec.read(sso.http.cookies.get(SESSION_COOKIE))
     assert session is not None
-    async with sso.db.unit_of_work() as db:  # the server-side session it names (app.services.sessions)
+    async with sso.db.unit_of_work() as db:  # the server-side session it names (app.services.auth.sessions)
         found = await ConsoleSessionService(db).current(session.secret)
         ada = await UserService(db).find("ada")
     assert found is not None and found.kind == sessions.UPSTREAM and found.principal.user_id == ada.user_id

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import text
 
 from app.db.visibility import UNSCOPED
-from app.services import proposals
-from app.services.edges import EdgeService
-from app.services.proposals import ProposalService
+from app.services.review import proposals
+from app.services.review.proposals import ProposalService
+from app.services.store.edges import EdgeService
 from tests.helpers import ToolCaller, blocked_by_a_lock, execute, rows, snapshot
 
 NO_CWD = "no cwd — the answer spans every project"

@@ -1,4 +1,4 @@
-"""Background jobs (app/services/jobs.py): importance decay and proposal expiry under advisory locks."""
+"""Background jobs (app/services/jobs/background.py): importance decay and proposal expiry under advisory locks."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from app.db.engine import Database
 from app.db.locks import DECAY_LOCK_KEY, EXPIRY_LOCK_KEY
 from app.db.repositories.job_runs import JobRunRepository
 from app.ids import new_id
-from app.services import jobs
-from app.services.job_runs import JobRunService, replica_name
-from app.services.jobs import Housekeeping, decay_importance, expire_housekeeping
+from app.services.jobs import background as jobs
+from app.services.jobs.background import Housekeeping, decay_importance, expire_housekeeping
+from app.services.jobs.runs import JobRunService, replica_name
 from tests.conftest import settings_with
 from tests.helpers import ToolCaller
 
@@ -178,7 +178,7 @@ async def test_the_decay_vacuums_thought_so_its_counts_stay_index_only(writer: T
 
 
 async def _tick_failing_at(monkeypatch: pytest.MonkeyPatch, db: Database, job: str, error: Exception) -> list[str]:
-    """One tick with `job` (a function of app.services.jobs) raising `error`: which of the two ran."""
+    """One tick with `job` (a function of app.services.jobs.background) raising `error`: which of the two ran."""
     ran: list[str] = []
 
     async def failing(*_args: Any) -> None:

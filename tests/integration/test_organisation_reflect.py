@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.services.slots import SlotService
+from app.services.status.slots import SlotService
 from tests.conftest import settings_with
 from tests.contract import COMPACT_THOUGHT_KEYS
 from tests.helpers import ToolCaller, execute, rows, snapshot

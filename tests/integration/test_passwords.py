@@ -26,9 +26,9 @@ from app.config import OAuthSettings, Settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.http.oauth import PASSWORD_REFUSED, api_token_role, oauth_routes
-from app.services.oauth import OAuthConfig, OAuthProvider
-from app.services.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, PasswordCheck, verify_password
-from app.services.users import UserService
+from app.services.admin.users import UserService
+from app.services.auth.oauth import OAuthConfig, OAuthProvider
+from app.services.auth.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, PasswordCheck, verify_password
 from tests.helpers import ManualClock
 
 ISSUER = "http://127.0.0.1:8765"

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db import migrations
 from app.db.engine import Database, build_engine
-from app.services.portability import Portability
+from app.services.admin.portability import Portability
 from tests.helpers import ToolCaller
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from app.db.models import Role
 from app.services.context import AppContext
-from app.services.hits import HitService
+from app.services.recall.hits import HitService
 from tests.conftest import make_user, settings_with
 from tests.helpers import Answer, ToolCaller, snapshot
 

@@ -17,8 +17,8 @@ from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, VectorScan
 from app.services.context import AppContext
-from app.services.jobs import refresh_thought_estimates
-from app.services.project_index_job import (
+from app.services.jobs.background import refresh_thought_estimates
+from app.services.jobs.project_indexes import (
     BUILD_MAINTENANCE_WORK_MEM,
     IndexChanges,
     ProjectIndexLimits,

@@ -14,7 +14,7 @@ from app.db.repositories.projects import ESTIMATE_FRESH_FOR, EXACT_SCAN_MAX_ROWS
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, VectorScan
 from app.db.visibility import UNSCOPED
-from app.services.jobs import refresh_thought_estimates
+from app.services.jobs.background import refresh_thought_estimates
 from tests.helpers import ToolCaller
 from tests.integration.search_support import PROFILE, archive, bulk, execute, ids_of, register, rows, search
 

@@ -15,7 +15,7 @@ from app.db.repositories.thoughts import ThoughtRepository
 from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.profiles import OFFLINE_E5
 from app.services.context import AppContext
-from app.services.store import insert_chunk_sizes
+from app.services.store.thoughts import insert_chunk_sizes
 from tests.conftest import MODEL_CACHE
 from tests.contract import COMPACT_THOUGHT_KEYS as COMPACT_KEYS
 from tests.contract import FULL_THOUGHT_KEYS as FULL_KEYS

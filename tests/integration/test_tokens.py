@@ -21,7 +21,7 @@ from app.config import Settings
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
-from app.services.auth import AuthService, TokenUsage
+from app.services.auth.tokens import AuthService, TokenUsage
 
 # ---------------------------------------------------------------- helpers
 
@@ -76,7 +76,7 @@ async def test_an_expired_token_is_refused_and_logged_once(
             text("UPDATE api_token SET expires_at = now() - interval '1 second' WHERE label = 'expired'")
         )
     usage = TokenUsage()
-    with caplog.at_level(logging.WARNING, logger="app.services.auth"):
+    with caplog.at_level(logging.WARNING, logger="app.services.auth.tokens"):
         assert await verify(clean_database, fresh, usage) is not None
         assert await verify(clean_database, forever, usage) is not None
         assert await verify(clean_database, expired, usage) is None
@@ -145,7 +145,7 @@ async def test_a_failed_flush_keeps_the_uses_for_the_next(
     usage = TokenUsage()
     assert await verify(clean_database, token, usage) is not None
     recorded = usage.pending()
-    with caplog.at_level(logging.WARNING, logger="app.services.auth"):
+    with caplog.at_level(logging.WARNING, logger="app.services.auth.tokens"):
         assert await usage.flush(BrokenDatabase()) == 0  # type: ignore[arg-type]
     assert "token last-use not written" in caplog.text
     assert usage.pending() == recorded

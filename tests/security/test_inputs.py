@@ -23,9 +23,9 @@ from app.db.models import Role
 from app.formats import iso
 from app.main import create_http_app
 from app.mcp import shaping
-from app.services.auth import AuthService
+from app.services.admin.portability import Portability
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.portability import Portability
 from tests.helpers import ToolCaller, own_transaction, rows
 from tests.support.team import OPEN_PATH, Team, changed_tables, table_digests, team
 
@@ -324,7 +324,7 @@ async def test_a_read_whose_answer_fails_counts_no_hit(
 
 async def test_a_failure_before_the_commit_keeps_the_contract_text(cast: Team, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inside the transaction: rolled back indeed, and the contract's text says so."""
-    from app.services import store
+    from app.services.store import thoughts as store
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")

@@ -18,8 +18,8 @@ from sqlalchemy import text
 from app.db.locks import PROJECT_PATHS_LOCK_KEY
 from app.db.models import Role
 from app.db.repositories.projects import ProjectRepository
+from app.services.admin.membership import MemberService
 from app.services.context import AppContext
-from app.services.membership import MemberService
 from tests.helpers import Answer, ToolCaller, own_transaction
 from tests.support.team import SECRET_PATH, Team, changed_tables, table_digests, team
 

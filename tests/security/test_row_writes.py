@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import text
 
 from app.db.models import Role
-from app.services import jobs
 from app.services.context import AppContext
+from app.services.jobs import background as jobs
 from tests.helpers import ToolCaller, execute, own_transaction, rows
 from tests.integration.test_console_health import text_of
 from tests.integration.test_console_review import signed_in, ui  # noqa: F401 (fixture)

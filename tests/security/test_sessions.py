@@ -25,11 +25,11 @@ from app.db.models import Role
 from app.db.repositories.users import UserRepository
 from app.http.ui.session import SESSION_COOKIE
 from app.main import create_http_app
-from app.services.auth import AuthService
+from app.services.admin.users import UserService
+from app.services.auth.passwords import hash_password
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.jobs import expire_housekeeping
-from app.services.passwords import hash_password
-from app.services.users import UserService
+from app.services.jobs.background import expire_housekeeping
 from tests.integration.test_console import BASE, CSRF_FIELD, sign_in_form
 from tests.support.team import changed_tables, table_digests
 

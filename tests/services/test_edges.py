@@ -1,4 +1,4 @@
-"""app/services/edges.py: unlink, unlink_batch and retype as memory_store's confirm flows run them (audited)."""
+"""app/services/store/edges.py: unlink, unlink_batch and retype as memory_store's confirm flows run them (audited)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from app.db.models import EdgeType
 from app.db.records import EdgeRecord
 from app.errors import AppError
 from app.services.context import AppContext
-from app.services.edges import EdgeService
+from app.services.store.edges import EdgeService
 from tests.helpers import ToolCaller
 from tests.integration.search_support import create, link, rows
 

@@ -1,4 +1,4 @@
-"""app/services/placement.py: the placement plan behind memory_status propose and edge_review enqueue."""
+"""app/services/review/placement.py: the placement plan behind memory_status propose and edge_review enqueue."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
 from app.embedding.profiles import E5_SMALL, OFFLINE_E5, OFFLINE_MINILM, PROFILES
 from app.services.context import AppContext
-from app.services.placement import neighbour_threshold, plan_placement
+from app.services.review.placement import neighbour_threshold, plan_placement
 from tests.helpers import ToolCaller
 from tests.integration.search_support import create
 

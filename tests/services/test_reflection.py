@@ -1,10 +1,11 @@
-"""app/services/reflection.py record_reflection: one reflection as a unit of work."""
+"""app/services/reflect/service.py record_reflection: one reflection as a unit of work."""
 
 from __future__ import annotations
 
 from app.db.models import ThoughtStatus
 from app.services.context import AppContext
-from app.services.reflection import ReflectInput, record_reflection
+from app.services.reflect.operations import record_reflection
+from app.services.reflect.service import ReflectInput
 from tests.helpers import ToolCaller
 from tests.integration.search_support import register, rows
 

@@ -1,5 +1,5 @@
-"""app/services/retention.py and app/services/primers.py: settings as defaults, and what the delete and compact
-confirm flows read and write inside their transaction."""
+"""app/services/retention/service.py and app/services/primers/service.py: settings as defaults, and what the delete and
+compact confirm flows read and write inside their transaction."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError
 from app.services.context import AppContext
-from app.services.hits import HitService
-from app.services.primers import PrimerService, primer_page
-from app.services.retention import RetentionService, Summary, candidate_page, embedded_summary
+from app.services.primers.operations import primer_page
+from app.services.primers.service import PrimerService
+from app.services.recall.hits import HitService
+from app.services.retention.operations import candidate_page
+from app.services.retention.service import RetentionService, Summary, embedded_summary
 from tests.conftest import settings_with
 from tests.helpers import ToolCaller
 from tests.integration.search_support import archive, create, link, register, rows

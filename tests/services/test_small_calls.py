@@ -9,20 +9,21 @@ import pytest
 
 from app.db.models import EdgeType
 from app.errors import AppError
-from app.services import placement_plans, projects
+from app.services.admin import operations as admin_operations
 from app.services.context import AppContext
-from app.services.edges import link_pair, link_pairs
-from app.services.retention import protect_thought
+from app.services.retention.operations import protect_thought
+from app.services.review import operations as review_operations
+from app.services.store.operations import link_pair, link_pairs
 from tests.helpers import ToolCaller
 from tests.integration.search_support import create
 
 
 async def test_projects_are_created_updated_listed_and_resolved(app_context: AppContext, writer: ToolCaller) -> None:
-    made = await projects.create_project(app_context, writer.principal, "search", "/work/search", None)
-    await projects.update_project(app_context, made.id, {"description": "the search service"})
-    listed = {project.name: project for project in await projects.list_projects(app_context)}
+    made = await admin_operations.create_project(app_context, writer.principal, "search", "/work/search", None)
+    await admin_operations.update_project(app_context, made.id, {"description": "the search service"})
+    listed = {project.name: project for project in await admin_operations.list_projects(app_context)}
     assert listed["search"].description == "the search service"
-    resolved = await projects.resolve_project(app_context, "/work/search/app")
+    resolved = await admin_operations.resolve_project(app_context, "/work/search/app")
     assert resolved is not None and resolved.id == made.id
 
 
@@ -46,4 +47,4 @@ async def test_protect_and_reject_refuse_what_is_missing(writer: ToolCaller, app
     protected = await protect_thought(app_context, writer.principal, uuid.UUID(made["id"]), True)
     assert protected.is_protected
     with pytest.raises(AppError):
-        await placement_plans.reject(app_context, writer.principal, uuid.uuid4())
+        await review_operations.reject(app_context, writer.principal, uuid.uuid4())

@@ -1,4 +1,4 @@
-"""app/services/supersede.py: what memory_supersede's confirm flows read and write inside their transaction."""
+"""app/services/supersede/service.py: what memory_supersede's confirm flows read and write inside their transaction."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from app.db.models import ThoughtStatus
 from app.errors import AppError
 from app.services.context import AppContext
-from app.services.supersede import MergeRequest, SupersedeService, merge_request, plan_merge, run_merge
+from app.services.supersede.service import MergeRequest, SupersedeService, merge_request, plan_merge, run_merge
 from tests.helpers import ToolCaller
 from tests.integration.search_support import archive, create, register, rows
 

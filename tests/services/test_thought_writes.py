@@ -1,13 +1,13 @@
-"""app/services/thought_writes.py: memory_store's thought writes as units of work, without the tool layer."""
+"""app/services/store/operations.py: memory_store's thought writes as units of work, without the tool layer."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.errors import AppError, bad_request
-from app.services import thought_writes
 from app.services.context import AppContext
-from app.services.store import NewThought
+from app.services.store import operations as store_operations
+from app.services.store.thoughts import NewThought
 from tests.helpers import ToolCaller
 from tests.integration.search_support import register
 
@@ -17,7 +17,7 @@ async def test_create_lands_in_the_cwd_project_and_warns_over_the_soft_limit(
 ) -> None:
     project = await register(writer, "docs", "/work/docs")
     long = "word " * 130  # 650 characters, over the 600 soft limit
-    written = await thought_writes.create(app_context, writer.principal, NewThought(long), "/work/docs/guide")
+    written = await store_operations.create(app_context, writer.principal, NewThought(long), "/work/docs/guide")
     assert str(written.thought.project_id) == project["id"]
     assert written.scope is not None and written.scope["project"] == project["id"]
     assert written.warnings == [
@@ -28,17 +28,19 @@ async def test_create_lands_in_the_cwd_project_and_warns_over_the_soft_limit(
 
 async def test_update_checks_and_reports_the_new_project(writer: ToolCaller, app_context: AppContext) -> None:
     project = await register(writer, "ops", "/work/ops")
-    made = await thought_writes.create(app_context, writer.principal, NewThought("Pager rota changes on Mondays"), None)
+    made = await store_operations.create(
+        app_context, writer.principal, NewThought("Pager rota changes on Mondays"), None
+    )
     assert made.scope is None and str(made.thought.project_id) != project["id"]  # no cwd: the default project
-    moved = await thought_writes.update(app_context, writer.principal, made.thought.id, {"cwd": "/work/ops"})
+    moved = await store_operations.update(app_context, writer.principal, made.thought.id, {"cwd": "/work/ops"})
     assert moved.scope is not None and moved.scope["project"] == project["id"] and moved.warnings == []
     with pytest.raises(AppError, match="over the 720-character limit"):
-        await thought_writes.update(app_context, writer.principal, made.thought.id, {"content": "x" * 721})
+        await store_operations.update(app_context, writer.principal, made.thought.id, {"content": "x" * 721})
 
 
 async def test_bulk_create_fails_refused_rows_alone(writer: ToolCaller, app_context: AppContext) -> None:
     rows: list[NewThought | AppError] = [NewThought("First row"), bad_request("refused by the adapter")]
-    written = await thought_writes.bulk_create(app_context, writer.principal, rows, None)
+    written = await store_operations.bulk_create(app_context, writer.principal, rows, None)
     assert [(o.index, o.thought is not None, o.error.message if o.error else None) for o in written.outcomes] == [
         (0, True, None),
         (1, False, "refused by the adapter"),

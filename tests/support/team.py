@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import text
 
 from app.db.models import Base, Role
+from app.services.admin.membership import MemberService
 from app.services.context import AppContext
-from app.services.membership import MemberService
 from tests.conftest import make_user
 from tests.helpers import ToolCaller, own_transaction
 

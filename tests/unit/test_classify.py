@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.exc import DBAPIError
 
-from app.mcp.registry import _classify
+from app.mcp.classify import classify
 
 
 class FakeDriverError(Exception):
@@ -19,26 +19,26 @@ def driver_error(sqlstate: str) -> DBAPIError:
 
 def test_a_deadlock_or_serialization_failure_is_a_retryable_503() -> None:
     for sqlstate in ("40P01", "40001"):
-        error = _classify(driver_error(sqlstate))
+        error = classify(driver_error(sqlstate))
         assert error is not None
         assert (error.status_code, error.retryable) == (503, True)
         assert error.message == "The call collided with a concurrent one and was rolled back; retry it"
 
 
 def test_a_value_the_database_cannot_hold_is_a_400_without_driver_text() -> None:
-    error = _classify(driver_error("22003"), "memory_recall action=list")
+    error = classify(driver_error("22003"), "memory_recall action=list")
     assert error is not None and error.status_code == 400
     assert "driver text" not in error.message
 
 
 def test_anything_else_stays_unclassified() -> None:
-    assert _classify(RuntimeError("boom")) is None
-    assert _classify(driver_error("42601")) is None
+    assert classify(RuntimeError("boom")) is None
+    assert classify(driver_error("42601")) is None
 
 
 def test_a_foreign_key_violation_is_a_409_naming_the_call() -> None:
     """The services check every reference first, so only a concurrent delete gets this far."""
-    error = _classify(driver_error("23503"), "memory_store action=link")
+    error = classify(driver_error("23503"), "memory_store action=link")
     assert error is not None
     assert (error.status_code, error.retryable) == (409, False)
     assert error.message == (

@@ -1,8 +1,8 @@
-"""Every destructive action runs the one preview → confirm flow of dispatch (app/mcp/registry.py)."""
+"""Every destructive action runs the one preview → confirm flow of dispatch (app/mcp/confirm.py)."""
 
 from __future__ import annotations
 
-from app.mcp.registry import ConfirmFlow, confirm_instruction
+from app.mcp.confirm import ConfirmFlow, confirm_instruction
 from app.mcp.tools.catalog import ALL_SPECS
 
 # the contract's two tokenless destructive actions (mcp-tools.md, "Dry-run / confirm pattern")

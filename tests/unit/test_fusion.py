@@ -13,8 +13,8 @@ import pytest
 from app.config import SearchSettings
 from app.db.repositories.search import LegRow, LexicalLeg
 from app.db.repositories.thoughts import ThoughtFilter
-from app.services.relevance import Calibration
-from app.services.search import MIN_COSINE_DEVIATION, RRF_K, Candidate, SearchQuery, SearchService
+from app.services.recall.relevance import Calibration
+from app.services.recall.search import MIN_COSINE_DEVIATION, RRF_K, Candidate, SearchQuery, SearchService
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 WEIGHT = SearchSettings().vector_weight

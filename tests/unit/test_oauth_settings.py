@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.config import OAuthSettings, Settings
-from app.services.oauth import OAuthConfig
+from app.services.auth.oauth import OAuthConfig
 
 
 def test_off_by_default_and_nothing_is_served() -> None:

@@ -1,4 +1,4 @@
-"""Admin-set passwords (app.services.passwords): the scrypt hash string, its verification, the length rules."""
+"""Admin-set passwords (app.services.auth.passwords): the scrypt hash string, its verification, the length rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from app.services.passwords import (
+from app.services.auth.passwords import (
     MAX_PASSWORD_LENGTH,
     MIN_PASSWORD_LENGTH,
     SCRYPT_N,

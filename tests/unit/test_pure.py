@@ -15,6 +15,7 @@ from app.db.records import ThoughtRecord, UrlLinkRecord
 from app.errors import AppError, ErrorKind
 from app.ids import parse_uuid
 from app.mcp.envelope import Meta, collection, preview_meta, single
+from app.mcp.schema import mcp_tool
 from app.mcp.shaping import COMPACT_FIELDS, FULL_FIELDS, ThoughtShaper, iso
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.previews import fingerprint
@@ -312,7 +313,7 @@ def test_fingerprint_changes_with_what_is_written() -> None:
 
 # ---------------------------------------------------------------- advertised tools
 
-SCHEMAS = {spec.name: spec.mcp_tool().input_schema for spec in ALL_SPECS}
+SCHEMAS = {spec.name: mcp_tool(spec).input_schema for spec in ALL_SPECS}
 
 
 def test_the_eleven_tools_in_contract_order() -> None:
@@ -361,7 +362,7 @@ def test_a_property_named_title_survives() -> None:
 
 
 def test_the_whole_tools_list_stays_small() -> None:
-    tools = [spec.mcp_tool() for spec in ALL_SPECS]
+    tools = [mcp_tool(spec) for spec in ALL_SPECS]
     wire = mcp_types.ListToolsResult(tools=tools).model_dump_json(by_alias=True, exclude_none=True)
     assert len(json.loads(wire)["tools"]) == 11
     assert len(wire) < 24_000, len(wire)

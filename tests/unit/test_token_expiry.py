@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from app.errors import AppError
-from app.services.auth import parse_expiry
+from app.services.auth.tokens import parse_expiry
 
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 USAGE = "use a number of hours/days/weeks/years such as 12h, 90d or 1y, an ISO date such as 2027-06-30, or never"

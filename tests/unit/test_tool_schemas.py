@@ -8,6 +8,7 @@ import re
 import pytest
 
 from app.mcp.registry import ToolSpec
+from app.mcp.schema import mcp_tool
 from app.mcp.tools.catalog import ALL_SPECS
 
 # tools/list for all 11 tools, as the SDK sends it (compact JSON, UTF-8): 20,682 characters before the
@@ -18,7 +19,7 @@ TOOLS_LIST_BUDGET = 16_500
 
 
 def _definitions() -> list[dict[str, object]]:
-    return [spec.mcp_tool().model_dump(by_alias=True, exclude_none=True) for spec in ALL_SPECS]
+    return [mcp_tool(spec).model_dump(by_alias=True, exclude_none=True) for spec in ALL_SPECS]
 
 
 def test_tools_list_fits_the_budget() -> None:
@@ -29,14 +30,14 @@ def test_tools_list_fits_the_budget() -> None:
 
 @pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda spec: spec.name)
 def test_every_argument_is_described(spec: ToolSpec) -> None:
-    properties = spec.mcp_tool().input_schema["properties"]
+    properties = mcp_tool(spec).input_schema["properties"]
     undescribed = [name for name, prop in properties.items() if name != "action" and not prop.get("description")]
     assert not undescribed, undescribed
 
 
 @pytest.mark.parametrize("spec", [spec for spec in ALL_SPECS if spec.has_actions], ids=lambda spec: spec.name)
 def test_every_action_names_its_required_arguments(spec: ToolSpec) -> None:
-    tool = spec.mcp_tool()
+    tool = mcp_tool(spec)
     properties = tool.input_schema["properties"]
     description = tool.description or ""
     for action in spec.actions:
@@ -52,7 +53,7 @@ def test_every_action_names_its_required_arguments(spec: ToolSpec) -> None:
 
 @pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda spec: spec.name)
 def test_retired_arguments_are_named_with_their_replacement_not_advertised(spec: ToolSpec) -> None:
-    tool = spec.mcp_tool()
+    tool = mcp_tool(spec)
     live = {name for action in spec.actions for name in action.model.model_fields}
     for name, text in spec.retired.items():
         assert name not in tool.input_schema["properties"]

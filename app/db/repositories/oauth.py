@@ -1,4 +1,4 @@
-"""OAuth clients, authorization requests/codes and tokens (app.services.oauth); only SHA-256 hashes of secrets.
+"""OAuth clients, authorization requests/codes and tokens (app.services.auth.oauth); only SHA-256 hashes of secrets.
 
 Every state change is one conditional UPDATE whose WHERE clause is the rule (unused, unexpired, the right
 consent secret…): two replicas racing on the same code or refresh token cannot both win.
@@ -307,7 +307,7 @@ class OAuthRepository:
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
-    # Grants (`synaptomind oauth grants|revoke`, app.services.oauth_grants)
+    # Grants (`synaptomind oauth grants|revoke`, app.services.auth.oauth_grants)
 
     async def live_grants(self, user_id: uuid.UUID | None = None) -> list[GrantRow]:
         """The grants with a live token (unrevoked, unexpired), oldest first; one user's with `user_id`."""

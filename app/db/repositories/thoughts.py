@@ -197,7 +197,7 @@ class ThoughtRepository:
         self, thought_ids: Sequence[uuid.UUID], *, lock: RowLock | None = None
     ) -> dict[uuid.UUID, uuid.UUID]:
         """{id: project id} of the ids that exist, optionally locked as in `get_many`: a write that changes a row
-        of their projects checks the caller's role there (app.services.membership.require_role)."""
+        of their projects checks the caller's role there (app.services.admin.membership.require_role)."""
         if not thought_ids:
             return {}
         statement = select(Thought.id, Thought.project_id).where(id_in(Thought.id, set(thought_ids)))

@@ -32,7 +32,7 @@ from app.db.records import Principal
 from app.db.repositories.console_sessions import live as live_session
 from app.ids import new_id
 
-# The uses app.services.auth.TokenUsage collected, in one statement whatever their number. unnest over two
+# The uses app.services.auth.tokens.TokenUsage collected, in one statement whatever their number. unnest over two
 # arrays rather than a VALUES list: one statement text for any batch size (asyncpg prepares it once), typed by
 # the casts. A later use never goes back in time: another replica may have written a newer one.
 _RECORD_TOKEN_USES = text(
@@ -186,7 +186,7 @@ class UserRepository:
         return [UserRow(**row._mapping) for row in await self.session.execute(statement)]
 
     async def admins(self) -> list[AdminRow]:
-        """Every admin and whether they can sign in (the rule that one always can, app.services.users)."""
+        """Every admin and whether they can sign in (the rule that one always can, app.services.admin.users)."""
         can_sign_in = or_(AppUser.password_hash.is_not(None), exists().where(_active_token_of(AppUser.id))).label(
             "can_sign_in"
         )

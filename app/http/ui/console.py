@@ -1,8 +1,8 @@
 """The web console at /ui: server-rendered pages over the same tool dispatch agents call.
 
-The memory and review pages read and write through `app.mcp.registry.dispatch` with the signed-in principal, so
+The memory and review pages read and write through `app.mcp.dispatch.dispatch` with the signed-in principal, so
 roles, validation, scoping and rate limits are the contract's; the one shortcut is `Console.thoughts`, one read for
-many thoughts (app.services.recall_reads). The admin pages (operations.py, users.py, members.py) call the services
+many thoughts (app.services.recall.operations). The admin pages (operations.py, users.py, members.py) call the services
 the CLI and the REST routes call, as their docstrings say. Every signed-in page runs as its user (`Console.page`).
 """
 
@@ -36,14 +36,16 @@ from app.http.ui.session import (
     open_session,
     same_token,
 )
-from app.mcp.registry import ToolSpec, dispatch
+from app.mcp.dispatch import dispatch
+from app.mcp.registry import ToolSpec
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.catalog import ALL_SPECS
-from app.services import recall_reads, sessions
-from app.services.auth import AuthService
+from app.services.auth import sessions
+from app.services.auth.passwords import PasswordCheck, TooManyAttempts
+from app.services.auth.sessions import ConsoleSessionService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.passwords import PasswordCheck, TooManyAttempts
-from app.services.sessions import ConsoleSessionService
+from app.services.recall import operations as recall_operations
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ class Console:
     # ------------------------------------------------------------ sessions
 
     async def principal(self, request: Request) -> tuple[Principal | None, SessionData | None]:
-        """The signed-in user, looked up again on every request with their session (app.services.sessions): an
+        """The signed-in user, looked up again on every request with their session (app.services.auth.sessions): an
         ended session, or one whose token or password went, is refused like an expired one."""
         if self.config.local is not None:
             return self.config.local(), None
@@ -361,12 +363,14 @@ class Console:
 
     async def thoughts(self, principal: Principal, ids: list[str]) -> dict[str, dict[str, Any]]:
         """Each thought by id, shaped as `memory_recall action=get` answers it, or `{"error": …}` for an id that is
-        not a thought. One read for all of them (app.services.recall_reads.get_many), no hit counted: a page of 25
+        not a thought. One read for all of them (app.services.recall.operations.get_many), no hit counted: a page of 25
         proposals shows up to 50 thoughts, which took 50 `get` calls (~150 ms at 100 k thoughts, docs/CONSOLE.md).
         Every role may read every thought, so the principal only has to be signed in."""
         unique = list(dict.fromkeys(thought_id for thought_id in ids if thought_id))
         parsed = {thought_id: _uuid(thought_id) for thought_id in unique}
-        found = await recall_reads.get_many(self.context, [value for value in parsed.values() if value is not None])
+        found = await recall_operations.get_many(
+            self.context, [value for value in parsed.values() if value is not None]
+        )
         shape = ThoughtShaper(compact=False)
         return {
             thought_id: shape(found[value])

@@ -2,7 +2,8 @@
 roles, open to everyone (and as what) or closed; adding a member or changing their role, removing one, opening a
 project to everyone or closing it.
 
-Every change goes through app.services.membership.MemberService (the service `synaptomind member add|remove` uses),
+Every change goes through app.services.admin.membership.MemberService (the service `synaptomind member add|remove`
+uses),
 in its own unit of work with its audit event (`console` / `member_add`, `member_role`, `member_remove`,
 `member_open`, `member_close`), as the users page audits. The page runs as its admin (`Console.page`), so they see
 their projects only; the service lets them change a project's members only where they are an admin themselves
@@ -24,8 +25,8 @@ from app.db.visibility import Caller, acting_as
 from app.errors import AppError, bad_request
 from app.http.ui.operations import admin_page, audit_change, parse_role
 from app.http.ui.session import SessionData
-from app.services.membership import MemberService, MembershipChange
-from app.services.users import UserService
+from app.services.admin.membership import MemberService, MembershipChange
+from app.services.admin.users import UserService
 
 if TYPE_CHECKING:
     from app.http.ui.console import Console, Form

@@ -2,17 +2,17 @@
 safe fix, and API tokens.
 
 The overview lists the projects `memory_manage action=list` answers with their thoughts by status, counted in one
-grouped query (app.services.projects.thought_counts: the tools would need a `memory_reflect timeline` total per
-project and status, 3 × (projects + 1) calls); each background job's last run is app.services.job_runs'; the
+grouped query (app.services.admin.operations.thought_counts: the tools would need a `memory_reflect timeline` total per
+project and status, 3 × (projects + 1) calls); each background job's last run is app.services.jobs.runs'; the
 jobs' settings and the embedder's state are the lines of `memory_status action=config`. Nothing of a project the
 admin cannot see changes the page: the totals are the listed projects', and to an admin who is not a member of every
 project a job's outcome line (counts of every project) is withheld, its time and success still shown.
 
-Health shows the stored report (app.services.health_reports: what `memory_status action=health include_details=true`
-answered when the background job, or an admin's Check now, last checked), since every check takes ~0.3 s at 100 k
-thoughts; Check now checks and stores it again. The fix has no MCP action, so it runs the service call the
-`POST /api/health-check/fix` route runs, with the same audit event, then checks and stores the report again.
-Tokens use the `AuthService` calls of the CLI's `synaptomind token …` commands, each in its own unit of work.
+Health shows the stored report (app.services.status.health_reports: what `memory_status action=health
+include_details=true` answered when the background job, or an admin's Check now, last checked), since every check takes
+~0.3 s at 100 k thoughts; Check now checks and stores it again. The fix has no MCP action, so it runs the service call
+the `POST /api/health-check/fix` route runs, with the same audit event, then checks and stores the report again. Tokens
+use the `AuthService` calls of the CLI's `synaptomind token …` commands, each in its own unit of work.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from app.db.repositories.job_runs import JobRunRow
 from app.db.visibility import Caller, acting_as, resolved
 from app.errors import AppError, bad_request
 from app.http.ui.session import SessionData
-from app.services.auth import AuthService, parse_expiry
-from app.services.health import HealthService
-from app.services.health_reports import check_now, latest_report
-from app.services.job_runs import JobRunService
-from app.services.jobs import JOBS
-from app.services.projects import thought_counts
+from app.services.admin.operations import thought_counts
+from app.services.auth.tokens import AuthService, parse_expiry
+from app.services.jobs.background import JOBS
+from app.services.jobs.runs import JobRunService
+from app.services.status.health import HealthService
+from app.services.status.health_reports import check_now, latest_report
 
 if TYPE_CHECKING:
     from app.http.ui.console import Answer, Console, Form, PageHandler
@@ -115,7 +115,7 @@ WITHHELD_ERROR = "(the message may name any project: shown to an admin who is a 
 def _withheld(run: JobRunRow) -> JobRunRow:
     """A job's run as an admin who cannot see every project is shown it: when, where and whether it succeeded, not
     its outcome line, which counts (or, failed, may name) rows of every project — as the stored health report is
-    replaced by a live one of their projects (app.services.health_reports)."""
+    replaced by a live one of their projects (app.services.status.health_reports)."""
     return dataclasses.replace(run, outcome=WITHHELD_OUTCOME if run.succeeded else WITHHELD_ERROR)
 
 

@@ -1,7 +1,7 @@
 """Console sessions: an HMAC-signed cookie that names a server-side session, and the CSRF tokens of the forms.
 
 The cookie carries when it was issued, the session's CSRF token and the session's random secret; the server
-keeps only the secret's SHA-256, in `console_session` (app.services.sessions). Each request looks that row up
+keeps only the secret's SHA-256, in `console_session` (app.services.auth.sessions). Each request looks that row up
 again, with the user and what they signed in with, so signing out, an admin ending the user's sessions, a
 revoked or expired token, a new or cleared password or a lowered role applies at once, on any replica, and a
 copied cookie replayed after any of them is refused: what replicas must share is the database and
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
-from app.services.sessions import ConsoleSessionService
+from app.services.auth.sessions import ConsoleSessionService
 
 if TYPE_CHECKING:
     from app.db.engine import Database
@@ -43,7 +43,7 @@ _KEY_CONTEXT = b"synaptomind console session v1"
 
 @dataclass(frozen=True)
 class SessionData:
-    secret: str  # the server-side session's secret: its row holds the SHA-256 (app.services.sessions)
+    secret: str  # the server-side session's secret: its row holds the SHA-256 (app.services.auth.sessions)
     issued_at: int
     csrf: str
 
@@ -136,7 +136,7 @@ async def open_session(
     token_id: uuid.UUID | None = None,
     password_hash: str | None = None,
 ) -> str:
-    """Open a server-side session for the user (`kind`: app.services.sessions' TOKEN, PASSWORD or UPSTREAM;
+    """Open a server-side session for the user (`kind`: app.services.auth.sessions' TOKEN, PASSWORD or UPSTREAM;
     a token session names its token, a password session the hash it matched) and answer its cookie."""
     async with db.unit_of_work() as session:
         secret = await ConsoleSessionService(session).open(

@@ -2,11 +2,11 @@
 active tokens, last token use and open console sessions; creating a user, changing a role, setting or clearing
 a password, ending all of a user's console sessions.
 
-Every change goes through app.services.users (the service `synaptomind user …` and `token create` use), in its
+Every change goes through app.services.admin.users (the service `synaptomind user …` and `token create` use), in its
 own unit of work with its audit event (`console` / `user_create`, `user_role`, `user_password_set`,
 `user_password_clear`), as the tokens page audits; the service refuses a change that would leave no admin, or no
 admin who can sign in. A lower role and a new or cleared password end the user's console sessions; so does
-**End sessions** (`session` / `end` audit events, app.services.sessions).
+**End sessions** (`session` / `end` audit events, app.services.auth.sessions).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from app.db.visibility import ROLE_RANK
 from app.errors import AppError
 from app.http.ui.operations import admin_page, audit_change, parse_role
 from app.http.ui.session import SessionData
-from app.services.users import UserService
+from app.services.admin.users import UserService
 
 if TYPE_CHECKING:
     from app.http.ui.console import Console, Form

@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 from app.db.models import EdgeType
 from app.formats import MAX_TAG_LENGTH, MAX_TAGS, parse_moment
 from app.ids import parse_uuid
-from app.mcp.registry import ActionArgs
+from app.mcp.arguments import ActionArgs
 
 MAX_BATCH = 1000  # ids or rows one call names: archive_batch, cluster members, link_batch, unlink_batch, compact
 MAX_TEXT = 100_000  # a size guard on a thought's text: the services hold it to `content.hard_limit`
@@ -29,7 +29,7 @@ MAX_PATH = 4096
 IdStr = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 TagStr = Annotated[str, StringConstraints(max_length=MAX_TAG_LENGTH)]
 # The services trim each tag, refuse a blank one (`Invalid '<argument>': tags must be non-empty strings`) and
-# drop case-insensitive repeats (`app.services.store.normalize_tags`).
+# drop case-insensitive repeats (`app.services.store.thoughts.normalize_tags`).
 TagList = Annotated[list[TagStr], Field(max_length=MAX_TAGS)]  # create, update, bulk rows, cluster, merge, compact
 CwdStr = Annotated[str, StringConstraints(max_length=MAX_PATH)]
 TextStr = Annotated[str, StringConstraints(max_length=MAX_TEXT)]

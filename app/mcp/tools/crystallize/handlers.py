@@ -7,14 +7,15 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import ThoughtRecord
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.confirm import ConfirmFlow, Preview
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.crystallize.args import AutoClusterArgs, ClusterArgs, GraphArgs
-from app.services import clustering
-from app.services.clusters import ClusterGroup
-from app.services.store import normalize_tags
+from app.services.crystallize import operations as crystallize_operations
+from app.services.crystallize.clusters import ClusterGroup
+from app.services.store.thoughts import normalize_tags
 
 NODE_FIELDS = ("id", "label", "title", "group", "tags", "category", "status", "is_cluster", "project_name")
 COMPACT_NODE_FIELDS = ("id", "label", "status", "is_cluster")
@@ -36,7 +37,9 @@ def node(thought: ThoughtRecord) -> dict[str, Any]:
 
 
 async def graph(args: GraphArgs, ctx: CallContext) -> ToolAnswer:
-    scope, page = await clustering.graph(ctx.app, ctx.principal, args.cwd, args.status, args.limit, args.offset)
+    scope, page = await crystallize_operations.graph(
+        ctx.app, ctx.principal, args.cwd, args.status, args.limit, args.offset
+    )
     keys = [k for k in NODE_FIELDS if k in set(args.fields)] if args.fields else None
     keys = keys or (list(COMPACT_NODE_FIELDS) if args.compact else list(NODE_FIELDS))
     items = [{key: value for key, value in node(thought).items() if key in keys} for thought in page.nodes]
@@ -52,7 +55,7 @@ async def graph(args: GraphArgs, ctx: CallContext) -> ToolAnswer:
 async def cluster(args: ClusterArgs, ctx: CallContext) -> ToolAnswer:
     member_ids = [uuid_arg(value, f"thought_ids[{index}]") for index, value in enumerate(args.thought_ids)]
     tags = normalize_tags(args.tags)
-    made = await clustering.create_cluster(ctx.app, ctx.principal, member_ids, args.title, tags, args.cwd)
+    made = await crystallize_operations.create_cluster(ctx.app, ctx.principal, member_ids, args.title, tags, args.cwd)
     created, edges, members, project = made.cluster, made.edges, made.members, made.project
     shape = ThoughtShaper(compact=False)
     item = {
@@ -68,8 +71,8 @@ async def cluster(args: ClusterArgs, ctx: CallContext) -> ToolAnswer:
 # ---------------------------------------------------------------- auto_cluster (preview → confirm)
 
 
-async def _prepare_auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> clustering.AutoClusterCall:
-    return clustering.auto_cluster_call(ctx.app, args.min_similarity, args.min_members)
+async def _prepare_auto_cluster(args: AutoClusterArgs, ctx: CallContext) -> crystallize_operations.AutoClusterCall:
+    return crystallize_operations.auto_cluster_call(ctx.app, args.min_similarity, args.min_members)
 
 
 def _group_items(groups: list[ClusterGroup]) -> list[dict[str, Any]]:
@@ -86,9 +89,9 @@ def _group_items(groups: list[ClusterGroup]) -> list[dict[str, Any]]:
 
 
 async def _plan_auto_cluster(
-    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: clustering.AutoClusterCall
+    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: crystallize_operations.AutoClusterCall
 ) -> Preview:
-    groups, candidates = await clustering.plan_auto_cluster(ctx.app, session, ctx.principal, call)
+    groups, candidates = await crystallize_operations.plan_auto_cluster(ctx.app, session, ctx.principal, call)
     meta = Meta("auto_cluster", counts={"candidates": candidates, "clusters": len(groups)})
     consequence = f"Creates {len(groups)} cluster thought(s) with a cluster edge to each member."
     return Preview(
@@ -97,9 +100,9 @@ async def _plan_auto_cluster(
 
 
 async def _auto_cluster(
-    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: clustering.AutoClusterCall
+    args: AutoClusterArgs, ctx: CallContext, session: AsyncSession, call: crystallize_operations.AutoClusterCall
 ) -> ToolAnswer:
-    groups, candidates = await clustering.run_auto_cluster(ctx.app, session, ctx.principal, call)
+    groups, candidates = await crystallize_operations.run_auto_cluster(ctx.app, session, ctx.principal, call)
     meta = Meta("auto_cluster", counts={"candidates": candidates, "clusters": len(groups)})
     return ToolAnswer(collection(meta, _group_items(groups)))
 

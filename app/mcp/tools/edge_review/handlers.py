@@ -10,8 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.errors import AppError, ErrorKind, not_found
 from app.formats import iso
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.confirm import ConfirmFlow, Preview
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.edge_review.args import (
     ApplyArgs,
@@ -21,8 +22,8 @@ from app.mcp.tools.edge_review.args import (
     RejectArgs,
     RollbackArgs,
 )
-from app.services import placement_plans
-from app.services.proposals import Proposal, ProposalService
+from app.services.review import operations as review_operations
+from app.services.review.proposals import Proposal, ProposalService
 
 
 def shape_proposal(proposal: Proposal) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def shape_proposal(proposal: Proposal) -> dict[str, Any]:
 
 async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
-    queued = await placement_plans.enqueue(ctx.app, ctx.principal, thought_id, args.cwd, args.max_proposals)
+    queued = await review_operations.enqueue(ctx.app, ctx.principal, thought_id, args.cwd, args.max_proposals)
     item = {
         "thought_id": str(thought_id),
         "proposal_ids": [str(p) for p in queued.created],
@@ -57,7 +58,7 @@ async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def list_proposals(args: ListArgs, ctx: CallContext) -> ToolAnswer:
-    page = await placement_plans.queue_page(
+    page = await review_operations.queue_page(
         ctx.app, ctx.principal, args.cwd, args.status, args.kind, args.include_retired, args.limit, args.offset
     )
     counts = {"retired_count": page.retired, "all_total": page.all_total}
@@ -185,5 +186,5 @@ rollback = ConfirmFlow(prepare=_run_id, plan=_plan_rollback, execute=_rollback)
 
 async def reject(args: RejectArgs, ctx: CallContext) -> ToolAnswer:
     proposal_id = uuid_arg(args.proposal_id, "proposal_id")
-    report = await placement_plans.reject(ctx.app, ctx.principal, proposal_id)
+    report = await review_operations.reject(ctx.app, ctx.principal, proposal_id)
     return ToolAnswer(single(Meta("reject"), report))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.mcp.registry import ActionArgs
+from app.mcp.arguments import ActionArgs
 
 TOOL = "memory_guide"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from app.mcp.registry import CallContext, ToolAnswer
+from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.tools.guide.args import GuideArgs
 
 GUIDE_TEXT = resources.files("app.mcp").joinpath("guide.md").read_text(encoding="utf-8")

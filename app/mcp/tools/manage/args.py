@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from app.mcp.registry import ActionArgs
+from app.mcp.arguments import ActionArgs
 from app.mcp.tools.common import ConfirmArgs, CwdStr, IdStr
 
 TOOL = "memory_manage"

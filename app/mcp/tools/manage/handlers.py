@@ -8,17 +8,18 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.errors import bad_request
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.confirm import ConfirmFlow, Preview, previewed_arguments
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer, previewed_arguments
 from app.mcp.shaping import shape_project
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.manage.args import CreateArgs, DeleteArgs, ListArgs, ResolveArgs, UpdateArgs
-from app.services import projects as project_calls
-from app.services.projects import ProjectService
+from app.services.admin import operations as admin_operations
+from app.services.admin.projects import ProjectService
 
 
 async def list_projects(args: ListArgs, ctx: CallContext) -> ToolAnswer:
-    projects = await project_calls.list_projects(ctx.app)
+    projects = await admin_operations.list_projects(ctx.app)
     rows = [shape_project(project) for project in projects]
     if args.fields:
         rows = [{key: row[key] for key in row if key in args.fields} for row in rows]
@@ -26,7 +27,9 @@ async def list_projects(args: ListArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def create_project(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
-    project = await project_calls.create_project(ctx.app, ctx.principal, args.name, args.local_path, args.description)
+    project = await admin_operations.create_project(
+        ctx.app, ctx.principal, args.name, args.local_path, args.description
+    )
     return ToolAnswer(single(Meta("create"), shape_project(project)))
 
 
@@ -38,7 +41,7 @@ async def update_project(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
             "Invalid argument 'name' for memory_manage action=update: a project always has a name "
             "(omit 'name' to keep it)"
         )
-    await project_calls.update_project(ctx.app, project_id, values)
+    await admin_operations.update_project(ctx.app, project_id, values)
     return ToolAnswer(single(Meta("update"), {"success": True, "project_id": str(project_id)}))
 
 
@@ -98,7 +101,7 @@ async def resolve_project(args: ResolveArgs, ctx: CallContext) -> ToolAnswer:
             "Missing required argument 'cwd' for memory_manage action=resolve: pass the working directory, "
             'e.g. {"action": "resolve", "cwd": "/path/to/project"}'
         )
-    project = await project_calls.resolve_project(ctx.app, args.cwd or "")
+    project = await admin_operations.resolve_project(ctx.app, args.cwd or "")
     item = None if project is None else {"id": str(project.id), "name": project.name, "local_path": project.local_path}
     meta = Meta("resolve", reason=None if project else "no_match")
     return ToolAnswer(single(meta, item))

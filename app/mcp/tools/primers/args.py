@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.mcp.registry import ActionArgs
+from app.mcp.arguments import ActionArgs
 from app.mcp.tools.common import ConfirmArgs, IdStr
 
 TOOL = "memory_primers"

@@ -7,11 +7,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.confirm import ConfirmFlow, Preview
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.primers.args import DeleteArgs, ListArgs
-from app.services.primers import PrimerService, primer_page
+from app.services.primers.operations import primer_page
+from app.services.primers.service import PrimerService
 
 
 async def list_primers(args: ListArgs, ctx: CallContext) -> ToolAnswer:

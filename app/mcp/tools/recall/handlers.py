@@ -5,18 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import bad_request
+from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.paging import thought_page
 from app.mcp.tools.recall.args import ChainArgs, ClustersArgs, ContextArgs, GetArgs, ListArgs, ReadArgs, SearchArgs
-from app.services import recall_reads
-from app.services.graph import ChainStep
-from app.services.recall import Neighbour
-from app.services.recall_reads import ContextRequest, ContextResult, GetResult, PageRequest, SearchRequest, SearchResult
+from app.services.recall import operations as recall_operations
+from app.services.recall.graph import ChainStep
+from app.services.recall.operations import (
+    ContextRequest,
+    ContextResult,
+    GetResult,
+    PageRequest,
+    SearchRequest,
+    SearchResult,
+)
+from app.services.recall.search import Hit, SearchOutcome
+from app.services.recall.thoughts import Neighbour
 from app.services.scope import ReadScope
-from app.services.search import Hit, SearchOutcome
 
 
 def _shaper(args: ReadArgs, links: dict[Any, Any] | None) -> ThoughtShaper:
@@ -65,7 +72,7 @@ def _meta(action: str, scope: ReadScope, outcome: SearchOutcome) -> Meta:
 
 async def _run_search(args: SearchArgs | ClustersArgs, ctx: CallContext, request: SearchRequest) -> ToolAnswer:
     # shaped inside the read's transaction: an answer that fails to build counts no hit
-    return await recall_reads.search_answered(ctx.app, request, lambda found: _search_answer(args, request, found))
+    return await recall_operations.search_answered(ctx.app, request, lambda found: _search_answer(args, request, found))
 
 
 def _search_answer(args: SearchArgs | ClustersArgs, request: SearchRequest, found: SearchResult) -> ToolAnswer:
@@ -165,7 +172,7 @@ async def context(args: ContextArgs, ctx: CallContext) -> ToolAnswer:
         min_relevance=args.min_relevance,
         include_url_links=args.include_url_links,
     )
-    return await recall_reads.context_answered(ctx.app, request, lambda found: _context_answer(args, found))
+    return await recall_operations.context_answered(ctx.app, request, lambda found: _context_answer(args, found))
 
 
 def _context_answer(args: ContextArgs, found: ContextResult) -> ToolAnswer:
@@ -190,7 +197,7 @@ def _context_answer(args: ContextArgs, found: ContextResult) -> ToolAnswer:
 async def chain(args: ChainArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
     depth = args.max_degree or ctx.app.settings.graph.max_degree
-    found = await recall_reads.chain(ctx.app, thought_id, depth, args.include_url_links)
+    found = await recall_operations.chain(ctx.app, thought_id, depth, args.include_url_links)
     shape = _shaper(args, found.links)
     item = {
         "thought": shape(found.thought),
@@ -202,7 +209,7 @@ async def chain(args: ChainArgs, ctx: CallContext) -> ToolAnswer:
 
 async def get_thought(args: GetArgs, ctx: CallContext) -> ToolAnswer:
     thought_id = uuid_arg(args.thought_id, "thought_id")
-    return await recall_reads.get_answered(
+    return await recall_operations.get_answered(
         ctx.app, thought_id, args.include_edges, args.include_url_links, lambda read: _get_answer(args, read)
     )
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from app.errors import bad_request
+from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.envelope import Meta, single
-from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.tools.paging import thought_page
 from app.mcp.tools.reflect.args import ReflectArgs, TimelineArgs
-from app.services.recall_reads import PageRequest
-from app.services.reflection import ReflectInput, record_reflection
-from app.services.store import check_content
+from app.services.recall.operations import PageRequest
+from app.services.reflect.operations import record_reflection
+from app.services.reflect.service import ReflectInput
+from app.services.store.thoughts import check_content
 
 
 async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:

@@ -8,20 +8,20 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.confirm import ConfirmFlow, Preview
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.retention.args import CompactArgs, DeleteArgs, ListArgs, ProtectArgs
-from app.services.retention import (
+from app.services.retention.operations import candidate_page, protect_thought
+from app.services.retention.service import (
     Dependent,
     RetentionService,
     Summary,
-    candidate_page,
     embedded_summary,
-    protect_thought,
 )
-from app.services.store import check_content, normalize_tags
+from app.services.store.thoughts import check_content, normalize_tags
 
 CONTENT_CUT = 200
 

@@ -6,14 +6,15 @@ from typing import Any
 
 from app.errors import bad_request
 from app.formats import iso
+from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ToolAnswer
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.status.args import ConfigArgs, FrontierArgs, HealthArgs, ProposeArgs, SlotsArgs
-from app.services import placement_plans, status_reads
-from app.services.frontier import content_short
-from app.services.placement import Plan
+from app.services.review import operations as review_operations
+from app.services.review.placement import Plan
 from app.services.scope import UNRESOLVED_SCOPE, scope_of, unknown_cwd_prefix
+from app.services.status import operations as status_operations
+from app.services.status.frontier import content_short
 
 NO_SLOT_SCOPE_WARNING = "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"
 SLIM_EDGES = 3
@@ -24,7 +25,7 @@ PIN_DRAFT = "propose is not cross-project: the plan is restricted to the default
 
 
 async def slots(args: SlotsArgs, ctx: CallContext) -> ToolAnswer:
-    scope, views = await status_reads.read_slots(ctx.app, args.cwd, args.slots_limit, args.offset)
+    scope, views = await status_operations.read_slots(ctx.app, args.cwd, args.slots_limit, args.offset)
     warnings = list(scope.warnings)
     if not scope.cwd_given:
         warnings.append(NO_SLOT_SCOPE_WARNING)
@@ -44,7 +45,7 @@ async def slots(args: SlotsArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def frontier(args: FrontierArgs, ctx: CallContext) -> ToolAnswer:
-    scope, entries = await status_reads.read_frontier(ctx.app, args.cwd)
+    scope, entries = await status_operations.read_frontier(ctx.app, args.cwd)
     shape = ThoughtShaper(compact=bool(args.compact), fields=args.fields)
     items: list[dict[str, Any]] = [
         {
@@ -77,7 +78,7 @@ async def config(args: ConfigArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def health(args: HealthArgs, ctx: CallContext) -> ToolAnswer:
-    report = await status_reads.health_report(ctx.app, args.include_details, args.severity)
+    report = await status_operations.health_report(ctx.app, args.include_details, args.severity)
     return ToolAnswer(single(Meta("health"), report))
 
 
@@ -114,7 +115,7 @@ async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
         )
     if (args.thought_id is None) == (args.content is None or not args.content.strip()):
         raise bad_request("memory_status action=propose needs exactly one of 'thought_id' or 'content'")
-    proposed = await placement_plans.propose(ctx.app, args.thought_id, args.content, args.cwd)
+    proposed = await review_operations.propose(ctx.app, args.thought_id, args.content, args.cwd)
     plan, path, resolved = proposed.plan, proposed.path, proposed.resolved
     clause = PIN_THOUGHT if proposed.thought is not None else PIN_DRAFT
     warnings: list[str] = []

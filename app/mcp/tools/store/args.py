@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, WithJsonSchema
 
 from app.db.models import EdgeType
-from app.mcp.registry import ActionArgs, ArgumentModel
+from app.mcp.arguments import ActionArgs, ArgumentModel
 from app.mcp.tools.common import (
     CONFIRM,
     MAX_BATCH,

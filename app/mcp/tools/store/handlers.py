@@ -10,8 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import EdgeRecord
 from app.errors import AppError, bad_request
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.confirm import ConfirmFlow, Preview
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.store.args import (
@@ -25,9 +26,10 @@ from app.mcp.tools.store.args import (
     UnlinkBatchArgs,
     UpdateArgs,
 )
-from app.services import thought_writes
-from app.services.edges import EdgeService, edge_not_found, link_pair, link_pairs
-from app.services.store import NewThought, check_content, check_status, normalize_tags, parse_parent
+from app.services.store import operations as store_operations
+from app.services.store.edges import EdgeService, edge_not_found
+from app.services.store.operations import link_pair, link_pairs
+from app.services.store.thoughts import NewThought, check_content, check_status, normalize_tags, parse_parent
 
 EdgeState = tuple[uuid.UUID, EdgeRecord | None]
 EdgesState = tuple[list[uuid.UUID], dict[uuid.UUID, EdgeRecord | None]]
@@ -48,7 +50,7 @@ def to_new_thought(row: ThoughtInput, hard_limit: int, prefix: str = "") -> NewT
 
 async def create_thought(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
     row = to_new_thought(args, ctx.app.settings.content.hard_limit)
-    written = await thought_writes.create(ctx.app, ctx.principal, row, args.cwd)
+    written = await store_operations.create(ctx.app, ctx.principal, row, args.cwd)
     meta = Meta("create", scope=written.scope, warnings=written.warnings)
     return ToolAnswer(single(meta, ThoughtShaper(compact=False)(written.thought)))
 
@@ -66,7 +68,7 @@ async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
             "memory_store action=update needs at least one field to change: content, tags (with tags_mode), "
             "status, cwd, is_protected, is_global or surface_after"
         )
-    written = await thought_writes.update(ctx.app, ctx.principal, thought_id, changes)
+    written = await store_operations.update(ctx.app, ctx.principal, thought_id, changes)
     meta = Meta("update", scope=written.scope, warnings=written.warnings)
     return ToolAnswer(single(meta, ThoughtShaper(compact=False)(written.thought)))
 
@@ -86,7 +88,7 @@ def _bulk_row(raw: dict[str, Any], index: int, hard_limit: int) -> NewThought | 
 async def bulk_create(args: BulkCreateArgs, ctx: CallContext) -> ToolAnswer:
     hard_limit = ctx.app.settings.content.hard_limit
     rows = [_bulk_row(raw, index, hard_limit) for index, raw in enumerate(args.thoughts)]
-    written = await thought_writes.bulk_create(ctx.app, ctx.principal, rows, args.cwd)
+    written = await store_operations.bulk_create(ctx.app, ctx.principal, rows, args.cwd)
     shape = ThoughtShaper(compact=True)
     items = [
         {"index": o.index, "status": "created", "thought": shape(o.thought)}

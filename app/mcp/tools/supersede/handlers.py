@@ -8,12 +8,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.confirm import ConfirmFlow, Preview
 from app.mcp.envelope import Meta, collection, single
-from app.mcp.registry import CallContext, ConfirmFlow, Preview, ToolAnswer
 from app.mcp.shaping import ThoughtShaper, shape_edge
 from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.supersede.args import ArchiveArgs, ArchiveBatchArgs, MergeArgs
-from app.services.supersede import (
+from app.services.supersede.service import (
     MERGE_PREVIEW_EDGES,
     MergePlan,
     MergeRequest,

@@ -1,0 +1,1 @@
+"""Users, projects, membership, export/import: memory_manage's calls (operations.py), the CLI's and console's admin."""

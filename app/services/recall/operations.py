@@ -1,0 +1,311 @@
+"""The thought reads of memory_recall (and memory_reflect timeline) as units of work: search and
+clusters (`search`), `context`, `get`, `chain` and the paged inventory (`page`).
+
+A request names what to read; the service owns the rest — the query embedding started beside the
+transaction, the read scope, the thought filter and how the vector leg reads it, the relevance
+calibration of the active model, the hits it counts, and the links or clusters the answer attaches.
+The adapter shapes; a read that counts hits (search, clusters, context, get) takes the adapter's `answer` and
+builds it inside the transaction that counts them, so an answer that fails to build leaves no hit (issue 22).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.records import ThoughtRecord, UrlLinkRecord
+from app.db.repositories.projects import ProjectRepository
+from app.db.repositories.search import SearchRepository
+from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, VectorScan, status_filter
+from app.db.repositories.url_links import UrlLinkRepository
+from app.errors import not_found
+from app.services.context import AppContext
+from app.services.recall.graph import ChainStep, GraphService
+from app.services.recall.hits import HitService
+from app.services.recall.id_lookup import parse_id_query
+from app.services.recall.relevance import Calibration
+from app.services.recall.search import QueryVector, SearchOutcome, SearchQuery, SearchService
+from app.services.recall.thoughts import Neighbour, RecallService, ThoughtWithEdges
+from app.services.scope import ReadScope, resolve_read_scope
+
+Links = dict[uuid.UUID, list[UrlLinkRecord]]
+Answered = TypeVar("Answered")
+
+
+def _as_is(found: Any) -> Any:
+    return found
+
+
+def calibration(app: AppContext) -> Calibration:
+    """The configured floors, else the active model's measured ones."""
+    profile = app.embedding.profile
+    floors = app.settings.search.confidence
+    unrelated = (
+        floors.unrelated_floor if floors.unrelated_floor is not None else (profile.unrelated_floor if profile else 0.8)
+    )
+    strong = floors.vector_floor if floors.vector_floor is not None else (profile.vector_floor if profile else 0.9)
+    return Calibration(unrelated, strong)
+
+
+def search_service(session: AsyncSession, app: AppContext, count_hits: bool = True) -> SearchService:
+    hits = HitService(session, app.settings.primer.promote_threshold) if count_hits else None
+    return SearchService(session, app.embedding, calibration(app), app.settings.search, hits)
+
+
+def scoped_filter(scope: ReadScope, status: str, **filters: Any) -> ThoughtFilter:
+    """The read filter of a scope: its project, and how the vector leg reads that project."""
+    project = scope.project
+    return ThoughtFilter(
+        project_id=project.id if project else None,
+        statuses=status_filter(status),
+        vector_scan=VectorScan.of(project),
+        **filters,
+    )
+
+
+async def _links(session: AsyncSession, wanted: bool, ids: list[uuid.UUID]) -> Links | None:
+    return await UrlLinkRepository(session).for_thoughts(ids) if wanted else None
+
+
+# ---------------------------------------------------------------- search, clusters
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    text: str
+    cwd: str | None
+    status: str
+    limit: int
+    hybrid: bool = True
+    tag: str | None = None
+    is_cluster: bool | None = None
+    min_importance: float | None = None
+    min_relevance: float | None = None
+    recency_weight: float = 0.0
+    recency_half_life_days: float = 30.0
+    supersession_mode: Literal["flag", "suppress", "off"] = "flag"
+    contradiction_mode: Literal["flag", "off"] = "flag"
+    include_url_links: bool = False
+    group_by_cluster: bool = False
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    scope: ReadScope
+    outcome: SearchOutcome
+    links: Links | None
+    clusters: dict[Any, Any]  # hit id → (cluster id, cluster content), when grouped
+
+
+async def search(app: AppContext, request: SearchRequest) -> SearchResult:
+    return await search_answered(app, request, _as_is)
+
+
+async def search_answered(
+    app: AppContext, request: SearchRequest, answer: Callable[[SearchResult], Answered]
+) -> Answered:
+    """One search: an id-shaped query is looked up (it embeds only if the lookup misses); any other query's
+    embedding runs while the transaction resolves the scope and runs the lexical leg. `answer` runs before the
+    commit that counts the hits."""
+    id_query = parse_id_query(request.text)
+    vector = QueryVector(app.embedding, request.text)
+    if id_query is None:
+        vector.start()
+    try:
+        async with app.db.unit_of_work() as session:
+            scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
+            where = scoped_filter(
+                scope,
+                request.status,
+                tag=request.tag,
+                is_cluster=request.is_cluster,
+                min_importance=request.min_importance,
+            )
+            query = SearchQuery(
+                text=request.text,
+                where=where,
+                limit=request.limit,
+                hybrid=request.hybrid,
+                min_relevance=request.min_relevance,
+                recency_weight=request.recency_weight,
+                recency_half_life_days=request.recency_half_life_days,
+                supersession_mode=request.supersession_mode,
+                contradiction_mode=request.contradiction_mode,
+                vector=vector,
+                id_query=id_query,
+                id_parsed=True,
+            )
+            outcome = await search_service(session, app).search(query)
+            ids = [hit.thought.id for hit in outcome.hits]
+            links = await _links(session, request.include_url_links, ids)
+            clusters = await SearchRepository(session).clusters_of(ids) if request.group_by_cluster else {}
+            return answer(SearchResult(scope, outcome, links, clusters))
+    finally:
+        vector.cancel()
+
+
+# ---------------------------------------------------------------- context
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    """Exactly one of `query` (best match + neighbourhood) or `thought_id` (that thought + neighbourhood)."""
+
+    query: str | None
+    thought_id: uuid.UUID | None
+    cwd: str | None
+    max_edges: int
+    min_relevance: float | None = None
+    include_url_links: bool = False
+
+
+@dataclass(frozen=True)
+class ContextResult:
+    thought: ThoughtRecord | None  # None: the query matched nothing
+    upstream: list[Neighbour]
+    downstream: list[Neighbour]
+    scope: ReadScope | None  # a query's read scope; None for a thought_id
+    degraded: bool
+    links: Links | None
+
+
+async def context(app: AppContext, request: ContextRequest) -> ContextResult:
+    return await context_answered(app, request, _as_is)
+
+
+async def context_answered(
+    app: AppContext, request: ContextRequest, answer: Callable[[ContextResult], Answered]
+) -> Answered:
+    """The best match (or the given thought) and its neighbourhood; `answer` runs before the commit of the hits."""
+    scope: ReadScope | None = None
+    degraded = False
+    vector = QueryVector(app.embedding, request.query or "")
+    if request.query is not None:
+        vector.start()
+    try:  # a failed call must not leave its query embedding running
+        async with app.db.unit_of_work() as session:
+            if request.thought_id is not None:
+                found = await ThoughtRepository(session).get(request.thought_id)
+                if found is None:
+                    raise not_found(f"Thought {request.thought_id} not found")
+                thought = found
+            else:
+                scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
+                gate = request.min_relevance if request.min_relevance is not None else 0.0
+                query = SearchQuery(
+                    request.query or "", scoped_filter(scope, "active"), 1, min_relevance=gate, vector=vector
+                )
+                outcome = await search_service(session, app, count_hits=False).search(query)
+                degraded = outcome.degraded
+                if not outcome.hits:
+                    return answer(ContextResult(None, [], [], scope, degraded, None))
+                thought = outcome.hits[0].thought
+            upstream, downstream = await GraphService(session).neighbourhood(thought.id, request.max_edges)
+            neighbours = [n.thought.id for n in [*upstream, *downstream]]
+            # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
+            await HitService(session, app.settings.primer.promote_threshold).record([thought.id, *neighbours])
+            links = await _links(session, request.include_url_links, [thought.id, *neighbours])
+            return answer(ContextResult(thought, upstream, downstream, scope, degraded, links))
+    finally:
+        vector.cancel()
+
+
+# ---------------------------------------------------------------- get, chain
+
+
+@dataclass(frozen=True)
+class GetResult:
+    found: ThoughtWithEdges
+    links: Links | None
+
+
+async def get(app: AppContext, thought_id: uuid.UUID, include_edges: bool, include_url_links: bool) -> GetResult:
+    return await get_answered(app, thought_id, include_edges, include_url_links, _as_is)
+
+
+async def get_answered(
+    app: AppContext,
+    thought_id: uuid.UUID,
+    include_edges: bool,
+    include_url_links: bool,
+    answer: Callable[[GetResult], Answered],
+) -> Answered:
+    """One thought (and its edges); `answer` runs before the commit of its hit."""
+    async with app.db.unit_of_work() as session:
+        hits = HitService(session, app.settings.primer.promote_threshold)
+        found = await RecallService(session, hits).get(thought_id, include_edges, app.settings.graph.max_degree)
+        ids = [found.thought.id, *(n.thought.id for n in [*found.upstream, *found.downstream])]
+        links = await _links(session, include_url_links, ids)
+        return answer(GetResult(found, links))
+
+
+async def get_many(app: AppContext, thought_ids: list[uuid.UUID]) -> dict[uuid.UUID, ThoughtRecord]:
+    """The thoughts that exist among these, in one query, counting no hit: the console shows them beside a review
+    queue or a preview, which is not recalling them (`get` counts one per call)."""
+    async with app.db.autocommit() as session:
+        return await ThoughtRepository(session).get_many(thought_ids)
+
+
+CHAIN_CAP = 200
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    thought: ThoughtRecord
+    upstream: list[ChainStep]
+    downstream: list[ChainStep]
+    links: Links | None
+
+
+async def chain(app: AppContext, thought_id: uuid.UUID, max_depth: int, include_url_links: bool) -> ChainResult:
+    """The parent/develops chain both ways, `max_depth` steps at most, CHAIN_CAP thoughts at most."""
+    async with app.db.unit_of_work() as session:
+        graph = GraphService(session)
+        thought = await graph.thoughts.get(thought_id)
+        if thought is None:
+            raise not_found(f"Thought {thought_id} not found")
+        upstream, downstream = await graph.chain(thought_id, max_depth, CHAIN_CAP)
+        ids = [thought_id, *(s.neighbour.thought.id for s in [*upstream, *downstream])]
+        links = await _links(session, include_url_links, ids)
+    return ChainResult(thought, upstream, downstream, links)
+
+
+# ---------------------------------------------------------------- the paged inventory
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    cwd: str | None
+    status: str
+    limit: int
+    offset: int
+    include_url_links: bool = False
+    tag: str | None = None
+    is_cluster: bool | None = None
+
+
+@dataclass(frozen=True)
+class PageResult:
+    scope: ReadScope
+    rows: list[ThoughtRecord]
+    total: int  # every row the filters match, ignoring the page
+    links: Links | None
+
+
+async def page(app: AppContext, request: PageRequest) -> PageResult:
+    """Newest first."""
+    async with app.db.unit_of_work() as session:
+        scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
+        where = ThoughtFilter(
+            project_id=scope.project.id if scope.project else None,
+            statuses=status_filter(request.status),
+            tag=request.tag,
+            is_cluster=request.is_cluster,
+        )
+        rows, total = await ThoughtRepository(session).page_with_total(where, request.limit, request.offset)
+        links = await _links(session, request.include_url_links, [row.id for row in rows])
+    return PageResult(scope, list(rows), total, links)

@@ -1,0 +1,1 @@
+"""memory_reflect's reflection: summary, goals, decisions and pending drafts (operations.py)."""

@@ -1,0 +1,1 @@
+"""memory_retention: the candidate rule, protect, hard delete and compaction (operations.py)."""

@@ -1,0 +1,44 @@
+"""memory_retention's candidate pages and protect as units of work (delete and compact run in their confirm flows)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from app.db.records import Principal, ThoughtRecord
+from app.services.context import AppContext
+from app.services.retention.service import RetentionRule, RetentionService
+
+
+@dataclass(frozen=True)
+class CandidatePage:
+    rows: list[ThoughtRecord]
+    total: int  # candidates for the rule, ignoring the page
+    limit: int  # the page size that ran
+
+
+async def candidate_page(
+    app: AppContext,
+    principal: Principal,
+    min_age_days: float | None,
+    importance_floor: float | None,
+    limit: int | None,
+    offset: int,
+) -> CandidatePage:
+    """A page of retention candidates, every project; each filter left out falls back to its setting."""
+    defaults = app.settings.retention_review
+    rule = RetentionRule(
+        min_age_days or defaults.min_age_days,
+        defaults.importance_floor if importance_floor is None else importance_floor,
+    )
+    size = limit or defaults.page_size
+    async with app.db.unit_of_work() as session:
+        rows, total = await RetentionService(session, principal).candidates(rule, size, offset)
+    return CandidatePage(list(rows), total, size)
+
+
+async def protect_thought(
+    app: AppContext, principal: Principal, thought_id: uuid.UUID, protected: bool
+) -> ThoughtRecord:
+    async with app.db.unit_of_work() as session:
+        return await RetentionService(session, principal).protect(thought_id, protected)

@@ -1,0 +1,1 @@
+"""The placement engine and its review queue: memory_status propose and edge_review (operations.py)."""

@@ -1,0 +1,1 @@
+"""memory_status's reads (operations.py): slots, frontier, health checks and the stored health report."""

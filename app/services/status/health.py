@@ -1,0 +1,415 @@
+"""Health checks (docs/mcp-tools.md, action=health): the findings of 23 checks, a score, and the safe autofixes.
+
+Each check is a query selecting its finding rows (`Check.sql`). Six of them would each read the whole `thought`
+heap — the five row checks (`Check.scanned`: a finding is one thought row) and the BM25 drift — so one pass over
+`thought` (SCAN: counts with FILTER clauses, grouped by project) answers them and counts the thoughts by status;
+a row check with findings runs its own query only for its first DETAIL_LIMIT rows, when details are asked for.
+duplicate_content keeps its own pass: it groups by content, and folded in, a hash table of every content would
+carry every other count, spilling past work_mem, for at most ~40 ms at 100 k (docs/BENCHMARKS.md "Console pages
+at 100 k"). The console's health page shows a stored report instead (app.services.status.health_reports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import TextClause, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.visibility import SHADOWED, UNSCOPED, resolved
+from app.errors import forbidden
+from app.formats import iso
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+DETAIL_LIMIT = 50
+SHORT = 80
+
+_LIVE = "status IN ('active', 'draft')"
+
+
+# Projects whose BM25 statistics (migration 0009) disagree with their rows, by three sums a recount checks cheaply:
+# thoughts, their lengths (distinct lexemes), and the lexemes' document frequencies (which add up to the lengths).
+# The triggers keep them in step; drift means rows were written with the triggers off (e.g. a restore with
+# `session_replication_role = replica`). The fix recounts those projects.
+LEXICAL_DRIFT = (
+    "SELECT p.id AS project_id, coalesce(r.thoughts, 0) AS thoughts, coalesce(c.thoughts, 0) AS counted_thoughts, "
+    "coalesce(r.tokens, 0) AS tokens, coalesce(c.tokens, 0) AS counted_tokens "
+    "FROM project p "
+    "LEFT JOIN (SELECT project_id, count(*) AS thoughts, sum(length(tsv)) AS tokens FROM thought "
+    "GROUP BY project_id) r ON r.project_id = p.id "
+    "LEFT JOIN lexical_corpus c ON c.project_id = p.id "
+    "LEFT JOIN (SELECT project_id, sum(thoughts) AS tokens FROM lexical_term GROUP BY project_id) t "
+    "ON t.project_id = p.id "
+    "WHERE coalesce(r.thoughts, 0) <> coalesce(c.thoughts, 0) OR coalesce(r.tokens, 0) <> coalesce(c.tokens, 0) "
+    "OR coalesce(r.tokens, 0) <> coalesce(t.tokens, 0)"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    category: str
+    name: str
+    severity: str
+    sql: str  # selects the finding rows (every column becomes a detail key)
+    # A row check: the condition a row of SCAN (`t` a thought, `linked` any edge's end, `clustering` a cluster
+    # edge's source) meets when `sql` selects it; counted in that one pass instead of by `sql`.
+    scanned: str | None = None
+
+
+CHECKS: tuple[Check, ...] = (
+    Check(
+        "structural_integrity",
+        "orphan_edges",
+        "critical",
+        "SELECT e.id AS edge_id FROM edge e LEFT JOIN thought s ON s.id = e.source_id "
+        "LEFT JOIN thought t ON t.id = e.target_id WHERE s.id IS NULL OR t.id IS NULL",
+    ),
+    Check(
+        "structural_integrity",
+        "self_loop_edges",
+        "critical",
+        "SELECT id AS edge_id FROM edge WHERE source_id = target_id",
+    ),
+    Check(
+        "structural_integrity",
+        "duplicate_edges",
+        "critical",
+        "SELECT least(source_id, target_id) AS thought_a, greatest(source_id, target_id) AS thought_b, "
+        "count(*) AS edges FROM edge GROUP BY 1, 2 HAVING count(*) > 1",
+    ),
+    Check(
+        "structural_integrity",
+        "cluster_constraint_violations",
+        "critical",
+        "SELECT e.id AS edge_id, e.source_id FROM edge e JOIN thought s ON s.id = e.source_id "
+        "WHERE e.type = 'cluster' AND NOT s.is_cluster",
+    ),
+    Check(
+        "cluster_health",
+        "empty_clusters",
+        "warning",
+        f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c WHERE c.is_cluster "
+        "AND c.status <> 'archived' AND NOT EXISTS "
+        "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')",
+        scanned="t.is_cluster AND t.status <> 'archived' AND clustering.id IS NULL",
+    ),
+    Check(
+        "cluster_health",
+        "singleton_clusters",
+        "warning",
+        f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c JOIN edge e "
+        "ON e.source_id = c.id AND e.type = 'cluster' WHERE c.is_cluster AND c.status <> 'archived' "
+        "GROUP BY c.id, c.content HAVING count(*) = 1",  # c.content named: the tables may be CTEs (no key)
+    ),
+    Check(
+        "cluster_health",
+        "orphaned_cluster_members",
+        "warning",
+        "SELECT m.id AS thought_id, c.id AS cluster_id FROM edge e JOIN thought c ON c.id = e.source_id "
+        f"JOIN thought m ON m.id = e.target_id WHERE e.type = 'cluster' AND c.status = 'archived' AND m.{_LIVE}",
+    ),
+    Check(
+        "cluster_health",
+        "clusterless_dense_thoughts",
+        "warning",
+        "SELECT t.id AS thought_id, count(*) AS edges FROM thought t JOIN edge e ON t.id IN (e.source_id, e.target_id) "
+        f"WHERE t.{_LIVE} AND NOT t.is_cluster AND NOT EXISTS (SELECT 1 FROM edge c WHERE c.target_id = t.id "
+        "AND c.type = 'cluster') GROUP BY t.id HAVING count(*) >= 5",
+    ),
+    Check(
+        "connectivity",
+        "island_thoughts",
+        "info",
+        f"SELECT t.id AS thought_id FROM thought t WHERE t.{_LIVE} AND NOT EXISTS "
+        "(SELECT 1 FROM edge e WHERE e.source_id = t.id OR e.target_id = t.id)",
+        scanned=f"t.{_LIVE} AND linked.id IS NULL",
+    ),
+    Check(
+        "connectivity",
+        "overlinked_thoughts",
+        "warning",
+        "SELECT t.id AS thought_id, count(*) AS edges FROM thought t JOIN edge e ON t.id IN (e.source_id, e.target_id) "
+        f"WHERE t.{_LIVE} AND NOT t.is_cluster GROUP BY t.id HAVING count(*) > 10",
+    ),
+    Check(
+        "content_quality",
+        "duplicate_content",
+        "info",
+        f"SELECT project_id, left(content, {SHORT}) AS content, count(*) AS copies FROM thought WHERE {_LIVE} "
+        "GROUP BY project_id, content HAVING count(*) > 1",
+    ),
+    Check(
+        "content_quality",
+        "too_short_content",
+        "info",
+        f"SELECT id AS thought_id, content FROM thought WHERE {_LIVE} AND length(btrim(content)) < 10",
+        scanned=f"t.{_LIVE} AND length(btrim(t.content)) < 10",
+    ),
+    Check(
+        "content_quality",
+        "stale_drafts",
+        "info",
+        "SELECT id AS thought_id, created_at FROM thought WHERE status = 'draft' "
+        "AND created_at < now() - interval '30 days' AND (surface_after IS NULL OR surface_after <= now())",
+    ),
+    Check(
+        "content_quality",
+        "untagged_thoughts",
+        "info",
+        f"SELECT id AS thought_id FROM thought WHERE {_LIVE} AND cardinality(tags) = 0",
+        scanned=f"t.{_LIVE} AND cardinality(t.tags) = 0",
+    ),
+    Check(
+        "semantic_consistency",
+        "circular_chains",
+        "warning",
+        "WITH RECURSIVE walk(start_id, node, path, cycle) AS ("
+        " SELECT e.source_id, e.target_id, ARRAY[e.source_id, e.target_id], false FROM edge e"
+        " WHERE e.type IN ('parent', 'develops')"
+        " UNION ALL SELECT w.start_id, e.target_id, w.path || e.target_id, e.target_id = ANY(w.path)"
+        " FROM walk w JOIN edge e ON e.source_id = w.node AND e.type IN ('parent', 'develops')"
+        " WHERE NOT w.cycle AND cardinality(w.path) < 50)"
+        " SELECT DISTINCT start_id AS thought_id FROM walk WHERE cycle AND node = start_id",
+    ),
+    Check(
+        "semantic_consistency",
+        "broken_parent_chains",
+        "warning",
+        "SELECT e.id AS edge_id, e.source_id AS parent_id, e.target_id AS child_id FROM edge e "
+        "JOIN thought p ON p.id = e.source_id JOIN thought c ON c.id = e.target_id "
+        "WHERE e.type = 'parent' AND p.status = 'archived' AND c.status = 'active'",
+    ),
+    Check(
+        "semantic_consistency",
+        "replaces_chains",
+        "warning",
+        "SELECT a.source_id AS newest_id, a.target_id AS middle_id, b.target_id AS oldest_id FROM edge a "
+        "JOIN edge b ON b.source_id = a.target_id AND b.type = 'replaces' WHERE a.type = 'replaces'",
+    ),
+    Check(
+        "semantic_consistency",
+        "contradiction_in_cluster",
+        "warning",
+        "SELECT ca.source_id AS cluster_id, x.source_id AS member_a, x.target_id AS member_b, "
+        "x.id AS contradicts_edge_id FROM edge x "
+        "JOIN edge ca ON ca.target_id = x.source_id AND ca.type = 'cluster' "
+        "JOIN edge cb ON cb.target_id = x.target_id AND cb.type = 'cluster' AND cb.source_id = ca.source_id "
+        "JOIN thought a ON a.id = x.source_id JOIN thought b ON b.id = x.target_id "
+        "WHERE x.type = 'contradicts' AND a.status <> 'archived' AND b.status <> 'archived'",
+    ),
+    Check(
+        "semantic_consistency",
+        "supports_self_conflict",
+        "critical",
+        "SELECT s1.source_id AS thought_a, s1.target_id AS thought_b, s2.target_id AS thought_c FROM edge s1 "
+        "JOIN edge s2 ON s2.source_id = s1.target_id AND s2.type = 'supports' "
+        "JOIN edge x ON x.type = 'contradicts' AND ((x.source_id = s2.target_id AND x.target_id = s1.source_id) "
+        "OR (x.target_id = s2.target_id AND x.source_id = s1.source_id)) WHERE s1.type = 'supports'",
+    ),
+    Check(
+        "data_drift",
+        "missing_embeddings",
+        "info",
+        f"SELECT id AS thought_id FROM thought WHERE {_LIVE} AND embedding IS NULL",
+    ),
+    Check(
+        "data_drift",
+        "lexical_statistics_drift",
+        "warning",
+        LEXICAL_DRIFT,
+    ),
+    Check(
+        "data_drift",
+        "dead_primers",
+        "info",
+        "SELECT p.id AS primer_id, p.thought_id FROM primer p JOIN thought t ON t.id = p.thought_id "
+        "WHERE t.status = 'archived'",
+    ),
+    Check(
+        "data_drift",
+        "importance_outliers",
+        "info",
+        f"SELECT id AS thought_id, importance FROM thought WHERE {_LIVE} AND importance < 0.05",
+        scanned=f"t.{_LIVE} AND t.importance < 0.05",
+    ),
+)
+LEXICAL_CHECK = "lexical_statistics_drift"  # answered from SCAN's rows and lexemes per project, not by its `sql`
+STATUSES = ("draft", "active", "archived")
+
+# The one pass over `thought`: per project its rows and lexemes (the BM25 drift check's left side), its thoughts
+# by status, and each row check's findings. In the same statement (one snapshot, as LEXICAL_DRIFT is) every
+# project's BM25 statistics; a project without thoughts has no `scanned` row, a thought whose project row is gone
+# (written with the foreign keys off) no `project` one.
+_SCANNED = [*STATUSES, *(check.name for check in CHECKS if check.scanned)]
+SCAN = (
+    "WITH scanned AS (SELECT t.project_id, count(*) AS thoughts, coalesce(sum(length(t.tsv)), 0) AS tokens, "
+    + ", ".join(f"count(*) FILTER (WHERE t.status = '{status}') AS {status}" for status in STATUSES)
+    + ", "
+    + ", ".join(f"count(*) FILTER (WHERE {check.scanned}) AS {check.name}" for check in CHECKS if check.scanned)
+    + " FROM thought t "
+    "LEFT JOIN (SELECT source_id AS id FROM edge UNION SELECT target_id FROM edge) linked ON linked.id = t.id "
+    "LEFT JOIN (SELECT DISTINCT source_id AS id FROM edge WHERE type = 'cluster') clustering "
+    "ON clustering.id = t.id GROUP BY t.project_id), "
+    "terms AS (SELECT project_id, sum(thoughts) AS tokens FROM lexical_term GROUP BY project_id) "
+    "SELECT coalesce(s.project_id, p.id) AS project_id, p.id IS NOT NULL AS has_project, "
+    "coalesce(s.thoughts, 0) AS thoughts, coalesce(s.tokens, 0) AS tokens, "
+    + ", ".join(f"coalesce(s.{name}, 0) AS {name}" for name in _SCANNED)
+    + ", coalesce(c.thoughts, 0) AS counted_thoughts, coalesce(c.tokens, 0) AS counted_tokens, "
+    "coalesce(terms.tokens, 0) AS term_tokens "
+    "FROM scanned s FULL JOIN project p ON p.id = s.project_id "
+    "LEFT JOIN lexical_corpus c ON c.project_id = p.id LEFT JOIN terms ON terms.project_id = p.id"
+)
+FINDINGS = "health_findings"  # the window count beside a check's first rows (a name no check's column has)
+
+
+@dataclass
+class Scan:
+    """What SCAN answered: each row check's findings, thoughts by status, the projects whose statistics drifted."""
+
+    counts: dict[str, int]
+    by_status: dict[str, int]
+    drifted: list[dict[str, Any]]
+
+
+def _scan(rows: Sequence[Any]) -> Scan:
+    counts = {check.name: 0 for check in CHECKS if check.scanned}
+    by_status = dict.fromkeys(STATUSES, 0)
+    drifted = []
+    for row in rows:
+        for name in counts:
+            counts[name] += int(getattr(row, name))
+        for status in STATUSES:
+            by_status[status] += int(getattr(row, status))
+        thoughts, tokens = int(row.thoughts), int(row.tokens)
+        if row.has_project and (
+            thoughts != row.counted_thoughts or tokens != row.counted_tokens or tokens != row.term_tokens
+        ):
+            drifted.append(
+                {
+                    "project_id": str(row.project_id),
+                    "thoughts": thoughts,
+                    "counted_thoughts": int(row.counted_thoughts),
+                    "tokens": tokens,
+                    "counted_tokens": int(row.counted_tokens),
+                }
+            )
+    return Scan(counts, by_status, sorted(drifted, key=lambda row: str(row["project_id"])))
+
+
+AUTOFIX_NEEDS_EVERY_PROJECT = (
+    "Forbidden: the safe autofixes change every project; user '{name}' is not a member of them all"
+)
+
+
+def _visible(sql: str) -> TextClause:
+    """A check's SQL over what the caller may read (app.db.visibility: CTEs shadow the tables)."""
+    return text(sql).execution_options(**SHADOWED)
+
+
+def _everywhere(sql: str) -> TextClause:
+    """A fix's SQL over every project's rows (only for a caller who sees them all, or none restricted)."""
+    return text(sql).execution_options(**UNSCOPED)
+
+
+def _value(value: Any) -> Any:
+    if value is None or isinstance(value, int | float | bool):
+        return value
+    if isinstance(value, datetime):
+        return iso(value)  # the wire's one time format
+    return str(value)
+
+
+def _detail(row: Any) -> dict[str, Any]:
+    return {key: _value(value) for key, value in row._mapping.items()}
+
+
+class HealthService:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def report(self, include_details: bool, severity: str | None = None) -> dict[str, Any]:
+        floor = SEVERITY_RANK[severity] if severity else 0
+        scan = _scan((await self.session.execute(_visible(SCAN))).all())
+        categories: dict[str, dict[str, Any]] = {}
+        findings = {"critical": 0, "warning": 0, "info": 0}
+        critical_categories: set[str] = set()
+        warning_categories: set[str] = set()
+        for check in CHECKS:
+            shown = SEVERITY_RANK[check.severity] >= floor
+            count, details = await self._findings(check, scan, include_details and shown)
+            findings[check.severity] += count
+            if count and check.severity == "critical":
+                critical_categories.add(check.category)
+            if count and check.severity == "warning":
+                warning_categories.add(check.category)
+            if not shown:
+                continue
+            entry: dict[str, Any] = {"severity": check.severity, "count": count}
+            if include_details:
+                entry["details"] = details
+            categories.setdefault(check.category, {})[check.name] = entry
+        score = 100 - 40 * len(critical_categories) - 15 * len(warning_categories) - 0.25 * findings["info"]
+        return {
+            "health_score": round(min(100.0, max(0.0, score)), 2),
+            "summary": {"thoughts": scan.by_status, "findings": findings},
+            "categories": categories,
+        }
+
+    async def _findings(self, check: Check, scan: Scan, include_details: bool) -> tuple[int, list[dict[str, Any]]]:
+        """The check's exact count and (with details) its first DETAIL_LIMIT finding rows."""
+        if check.name == LEXICAL_CHECK:
+            return len(scan.drifted), scan.drifted[:DETAIL_LIMIT] if include_details else []
+        if check.scanned:
+            count = scan.counts[check.name]
+            if not (count and include_details):
+                return count, []
+            statement = _visible(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
+            return count, [_detail(row) for row in (await self.session.execute(statement)).all()]
+        if not include_details:
+            counted = await self.session.execute(_visible(f"SELECT count(*) FROM ({check.sql}) AS finding"))
+            return int(counted.scalar_one()), []
+        # The count and the first rows in one statement. The window needs every row before the LIMIT applies, so
+        # the planner cannot pick a fast-start plan for 50 rows (one walked every thought: 260 ms at 100 k).
+        statement = _visible(
+            f"SELECT finding.*, count(*) OVER () AS {FINDINGS} FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}"
+        )
+        rows = (await self.session.execute(statement)).all()
+        details = [_detail(row) for row in rows]
+        for detail in details:
+            del detail[FINDINGS]
+        return (int(rows[0]._mapping[FINDINGS]) if rows else 0), details
+
+    async def autofix(self) -> dict[str, int]:
+        """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived, drifted BM25
+        statistics are recounted from the rows. They judge every project's rows, so a caller who cannot see
+        every project is refused (nothing is written)."""
+        visibility = await resolved(self.session)
+        if visibility is not None and not visibility.sees_all:
+            raise forbidden(AUTOFIX_NEEDS_EVERY_PROJECT.format(name=visibility.caller.principal.name))
+        # Every project's rows, as the check above allows: the statements are UNSCOPED.
+        orphans = await self.session.execute(
+            _everywhere(
+                "DELETE FROM edge e WHERE NOT EXISTS (SELECT 1 FROM thought s WHERE s.id = e.source_id) "
+                "OR NOT EXISTS (SELECT 1 FROM thought t WHERE t.id = e.target_id)"
+            )
+        )
+        loops = await self.session.execute(_everywhere("DELETE FROM edge WHERE source_id = target_id"))
+        empty = await self.session.execute(
+            _everywhere(
+                "UPDATE thought c SET status = 'archived', archived_at = now(), updated_at = now() "
+                "WHERE c.is_cluster AND c.status <> 'archived' AND NOT c.is_protected AND NOT EXISTS "
+                "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')"
+            )
+        )
+        drifted = await self.session.execute(
+            _everywhere(f"SELECT lexical_rebuild(project_id) FROM ({LEXICAL_DRIFT}) AS drift ORDER BY project_id")
+        )
+        return {
+            "lexical_statistics_rebuilt": len(drifted.all()),
+            "orphan_edges_deleted": int(orphans.rowcount or 0),  # type: ignore[attr-defined]
+            "self_loop_edges_deleted": int(loops.rowcount or 0),  # type: ignore[attr-defined]
+            "empty_clusters_archived": int(empty.rowcount or 0),  # type: ignore[attr-defined]
+        }
