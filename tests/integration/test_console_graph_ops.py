@@ -70,7 +70,7 @@ async def test_the_thought_page_embeds_its_neighbourhood_as_json_for_the_graph(
     # The text legend and the list the graph mirrors (links, so the keyboard and no-JavaScript path works).
     assert "Nodes by status:" in page.text and "active (green)" in page.text
     assert "parent (solid violet line)" in page.text and "related (solid blue line)" in page.text
-    assert f'<a href="/ui/thoughts/{parent["id"]}" data-node="{parent["id"]}">' in page.text
+    assert f'<a href="/ui/thoughts/{parent["id"]}" data-node="{parent["id"]}" title="' in page.text
     assert re.search(
         r'<link rel="stylesheet" id="__________cytoscape_stylesheet" href="/ui/static/graph.css\?v=\w+">', page.text
     )
