@@ -10,12 +10,13 @@
 (function () {
   "use strict";
   var LABEL_PX = 13;
-  var LABEL_WIDTH_PX = 130;
   var source = document.getElementById("graph-data");
   var box = document.getElementById("graph");
   if (!source || !box || typeof window.cytoscape !== "function") {
     return;
   }
+  // Narrower labels in a narrow box (a phone): they overlap less; the tip holds the rest.
+  var LABEL_WIDTH_PX = box.parentNode.clientWidth < 560 ? 96 : 150;
   var graph = JSON.parse(source.textContent);
   var tip = document.getElementById("graph-tip");
   var status = document.getElementById("graph-status");
@@ -86,6 +87,24 @@
       }
     }
   });
+
+  // The rings are circles; a wide box gets ellipses instead, so the drawing uses its width (labels sit side by side
+  // more than above each other) rather than a third of it.
+  function stretch() {
+    var aspect = box.clientWidth / Math.max(1, box.clientHeight);
+    if (aspect <= 1.2 || cy.nodes().length < 3) {
+      return;
+    }
+    var factor = Math.min(aspect, 2.2);
+    var middle = cy.nodes().boundingBox();
+    var cx = (middle.x1 + middle.x2) / 2;
+    cy.nodes().positions(function (node) {
+      var at = node.position();
+      return { x: cx + (at.x - cx) * factor, y: at.y };
+    });
+    cy.fit(undefined, 24);
+  }
+  stretch();
 
   // Labels at LABEL_PX on screen at any zoom: a model size of LABEL_PX / zoom.
   function scaleLabels() {
