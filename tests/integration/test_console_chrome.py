@@ -15,6 +15,7 @@ import pytest
 
 from app.config import Settings
 from app.db.models import Role
+from app.http.ui.console import Console
 from app.main import create_http_app
 from app.services.auth import AuthService
 from app.services.context import AppContext
@@ -163,3 +164,21 @@ async def test_info_findings_alone_cannot_sink_the_health_score(
     page = await ui.get("/ui/admin/health")
     assert "Health score <strong>90.0</strong> / 100" in page.text
     assert "Info findings only: nothing needs doing now." in page.text
+
+
+async def test_a_failing_page_answers_the_styled_500_page(
+    app_context: AppContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def failing(*_: object) -> None:
+        raise RuntimeError("a bug in a page handler")
+
+    monkeypatch.setattr(Console, "timeline", failing)  # a page that fails, whatever the data
+    settings = Settings(_env_file=None, auth={"mode": "token"}, data_dir=tmp_path, jobs={"enabled": False})
+    transport = httpx2.ASGITransport(app=create_http_app(settings, app_context), raise_app_exceptions=False)
+    async with httpx2.AsyncClient(transport=transport, base_url=BASE, follow_redirects=False) as client:
+        await signed_in(client, app_context, "ada", Role.reader)
+        failed = await client.get("/ui/projects/anything/timeline")
+    assert failed.status_code == 500 and "<h1>Something went wrong</h1>" in failed.text
+    assert "a bug in a page handler" not in failed.text  # logged, never shown
+    assert "Signed in as <strong>ada</strong> (reader)" in failed.text
+    assert_secured(failed)
