@@ -96,6 +96,8 @@ async def test_sign_in_search_thought_page_and_sign_out(
             await page.get_by_role("button", name="Search").click()
             link = page.get_by_role("link", name="The billing service retries webhooks for 72 hours")
             await link.wait_for()
+            assert "embedding" in await page.locator(".hit-meta").first.inner_text()  # the match, at a glance
+            await page.get_by_text("Scores", exact=True).first.click()  # every score one click away
             assert "match" in await page.locator(".scores").first.inner_text()
 
             await link.click()
@@ -189,6 +191,10 @@ async def test_apply_an_edge_proposal_through_its_preview_and_create_and_revoke_
                 assert await AuthService(session).verify(created) is not None
             row = page.get_by_role("row").filter(has_text="e2e laptop")
             await row.get_by_role("button", name="Revoke").click()
+            await page.get_by_role("heading", name="Revoke this token?").wait_for()  # asked first, nothing done
+            async with clean_database.unit_of_work() as session:
+                assert await AuthService(session).verify(created) is not None
+            await page.get_by_role("button", name="Yes, revoke it").click()
             await page.get_by_role("status").wait_for()
             assert "revoked" in await page.get_by_role("row").filter(has_text="e2e laptop").inner_text()
             assert created not in await page.content()  # shown once only
@@ -250,6 +256,7 @@ async def test_an_admin_changes_a_role_and_memberships_and_the_user_signs_in_wit
                 added = f"'{user}' is now a {role} of project 'Atlas'."
                 await page.get_by_role("status").filter(has_text=added).wait_for()
             await atlas.get_by_role("button", name="Close Atlas").click()
+            await page.get_by_role("button", name="Yes, close it").click()  # after the confirm page
             closed = "Project 'Atlas' is closed: only its members see it."
             await page.get_by_role("status").filter(has_text=closed).wait_for()
             async with clean_database.unit_of_work() as session:

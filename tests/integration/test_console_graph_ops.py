@@ -70,8 +70,10 @@ async def test_the_thought_page_embeds_its_neighbourhood_as_json_for_the_graph(
     # The text legend and the list the graph mirrors (links, so the keyboard and no-JavaScript path works).
     assert "Nodes by status:" in page.text and "active (green)" in page.text
     assert "parent (solid violet line)" in page.text and "related (solid blue line)" in page.text
-    assert f'<a href="/ui/thoughts/{parent["id"]}" data-node="{parent["id"]}">' in page.text
-    assert '<link rel="stylesheet" id="__________cytoscape_stylesheet" href="/ui/static/graph.css">' in page.text
+    assert f'<a href="/ui/thoughts/{parent["id"]}" data-node="{parent["id"]}" title="' in page.text
+    assert re.search(
+        r'<link rel="stylesheet" id="__________cytoscape_stylesheet" href="/ui/static/graph.css\?v=\w+">', page.text
+    )
 
     for asset in ("/ui/static/graph.js", "/ui/static/graph.css", "/ui/static/vendor/cytoscape.min.js"):
         served = await ui.get(asset)
@@ -179,7 +181,7 @@ async def test_operations_show_counts_per_project_and_job_state_to_admins_only(
     assert "Ops /srv/ops 3 1 0 4 Timeline" in text  # active, draft, archived, total
     assert "Every project 4 1 0 5" in text
     assert "default (no path) 1 0 0 1 Timeline" in text  # every project counted, a pathless one too
-    assert "jobs.enabled True" in text and "jobs.tick_seconds 60.0" in text and "embedder.state" in text
+    assert "jobs.enabled Yes" in text and "jobs.tick_seconds 60.0" in text and "embedder.state" in text
     assert "importance decay not run yet" in text  # no tick has run in this test yet
     await jobs.run_jobs_tick(app_context.db, app_context.settings)
     retired = "INSERT INTO job_run VALUES ('retired_job', 'old-host:1', now(), now(), false, 'Boom: <b>x</b>', NULL)"

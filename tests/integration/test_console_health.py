@@ -117,7 +117,7 @@ async def test_the_operations_page_lists_the_health_job_and_its_setting(
     await signed_in(ui, app_context, "ada", Role.admin)
     text = text_of((await ui.get("/ui/admin/operations")).text)
     assert re.search(r"health report \d{4}-\d\d-\d\d \d\d:\d\d:\d\d .* ok: health score 100\.0 \(0 critical", text)
-    assert "health.report_interval_minutes 15 jobs.enabled True" in text
+    assert "health.report_interval_minutes 15 jobs.enabled Yes" in text
 
 
 async def test_an_admin_outside_a_closed_project_gets_a_live_report_of_their_projects_never_the_stored_one(

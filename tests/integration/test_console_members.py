@@ -92,7 +92,9 @@ async def test_add_change_remove_open_and_close_each_audited(
     vault_id = await project_id(app_context, "Vault")
 
     async def send(path: str, **fields: str) -> httpx2.Response:
-        return await ui.post(f"/ui/admin/members/{path}", data={"csrf": csrf, "project": vault_id, **fields})
+        return await ui.post(
+            f"/ui/admin/members/{path}", data={"csrf": csrf, "confirmed": "yes", "project": vault_id, **fields}
+        )
 
     added = await send("add", user="nora", role="writer")
     assert added.status_code == 200 and "'nora' is now a writer of project 'Vault'." in text_of(added.text)
@@ -136,7 +138,8 @@ async def test_closing_a_project_the_admin_is_no_member_of_says_it_left_the_page
     await vault(owner)  # open to everyone as admin: ada is an admin there, though no member
     csrf = await signed_in(ui, app_context, "ada", Role.admin)
     closed = await ui.post(
-        "/ui/admin/members/close", data={"csrf": csrf, "project": await project_id(app_context, "Vault")}
+        "/ui/admin/members/close",
+        data={"csrf": csrf, "confirmed": "yes", "project": await project_id(app_context, "Vault")},
     )
     shown = text_of(closed.text)
     assert closed.status_code == 200
@@ -166,7 +169,9 @@ async def test_only_an_admin_in_the_project_changes_its_members_and_a_refusal_wr
         ("remove", {"user": "owner"}),
         ("open", {"role": "reader"}),
     ]:
-        refused = await ui.post(f"/ui/admin/members/{path}", data={"csrf": csrf, "project": vault_id, **fields})
+        refused = await ui.post(
+            f"/ui/admin/members/{path}", data={"csrf": csrf, "confirmed": "yes", "project": vault_id, **fields}
+        )
         assert refused.status_code == 403, path
         assert '<p class="error" role="alert">' in refused.text and refusal in text_of(refused.text), path
     assert await memberships(app_context) == before
@@ -185,7 +190,7 @@ async def test_a_writer_gets_the_admin_refusal_page(
     assert "Forbidden: the operations pages need the admin role; user 'wendy' is a writer." in text_of(page.text)
     before = await memberships(app_context)
     vault_id = await project_id(app_context, "Vault")
-    refused = await ui.post("/ui/admin/members/close", data={"csrf": csrf, "project": vault_id})
+    refused = await ui.post("/ui/admin/members/close", data={"csrf": csrf, "confirmed": "yes", "project": vault_id})
     assert refused.status_code == 403
     assert await memberships(app_context) == before
 
@@ -207,7 +212,9 @@ async def test_a_form_without_its_csrf_token_is_refused_unread(
         ("close", {}),
     ]:
         for csrf in ("", "forged"):
-            refused = await ui.post(f"/ui/admin/members/{path}", data={"csrf": csrf, "project": vault_id, **fields})
+            refused = await ui.post(
+                f"/ui/admin/members/{path}", data={"csrf": csrf, "confirmed": "yes", "project": vault_id, **fields}
+            )
             assert refused.status_code == 403 and "CSRF token" in refused.text, path
     assert await memberships(app_context) == before
     assert await audit(app_context) == []
@@ -221,7 +228,8 @@ async def test_the_default_project_cannot_be_closed(
     csrf = await signed_in(ui, app_context, "ada", Role.admin)
     before = await memberships(app_context)
     refused = await ui.post(
-        "/ui/admin/members/close", data={"csrf": csrf, "project": await project_id(app_context, "default")}
+        "/ui/admin/members/close",
+        data={"csrf": csrf, "confirmed": "yes", "project": await project_id(app_context, "default")},
     )
     assert refused.status_code == 400
     assert (
@@ -244,7 +252,9 @@ async def test_no_change_may_leave_a_project_with_no_admin_who_can_reach_it(
     assert ("Walt's", "walt", "admin") in before  # its creator, an admin there but a writer globally
 
     async def send(path: str, **fields: str) -> httpx2.Response:
-        return await ui.post(f"/ui/admin/members/{path}", data={"csrf": csrf, "project": walts, **fields})
+        return await ui.post(
+            f"/ui/admin/members/{path}", data={"csrf": csrf, "confirmed": "yes", "project": walts, **fields}
+        )
 
     reason = (
         "would leave it with no admin who can reach it and change its members (a member with the admin role whose "

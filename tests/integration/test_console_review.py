@@ -324,7 +324,7 @@ async def test_tokens_create_once_revoke_and_rotate(ui: httpx2.AsyncClient, app_
 
     async with app_context.db.unit_of_work() as session:
         [row] = [row for row in await AuthService(session).list_tokens() if row.user_name == "bob"]
-    rotated = await ui.post("/ui/admin/tokens/rotate", data={"csrf": csrf, "token_id": str(row.id)})
+    rotated = await ui.post("/ui/admin/tokens/rotate", data={"csrf": csrf, "confirmed": "yes", "token_id": str(row.id)})
     assert rotated.status_code == 200 and f"token {row.id} is revoked" in rotated.text
     successor = re.search(r'readonly value="(smt_[^"]+)"', rotated.text)
     assert successor is not None
@@ -333,9 +333,9 @@ async def test_tokens_create_once_revoke_and_rotate(ui: httpx2.AsyncClient, app_
         assert await AuthService(session).verify(successor[1]) is not None
         [new] = [r for r in await AuthService(session).list_tokens() if r.user_name == "bob" and not r.revoked_at]
 
-    revoked = await ui.post("/ui/admin/tokens/revoke", data={"csrf": csrf, "token_id": str(new.id)})
+    revoked = await ui.post("/ui/admin/tokens/revoke", data={"csrf": csrf, "confirmed": "yes", "token_id": str(new.id)})
     assert revoked.status_code == 200 and f"Token {new.id} revoked." in revoked.text
-    again = await ui.post("/ui/admin/tokens/revoke", data={"csrf": csrf, "token_id": str(new.id)})
+    again = await ui.post("/ui/admin/tokens/revoke", data={"csrf": csrf, "confirmed": "yes", "token_id": str(new.id)})
     assert again.status_code == 404 and "No active token" in again.text
     async with app_context.db.unit_of_work() as session:
         assert await AuthService(session).verify(successor[1]) is None
@@ -352,7 +352,7 @@ async def test_created_and_rotated_tokens_last_the_configured_lifetime(
     assert created.status_code == 200, created.text
     async with app_context.db.unit_of_work() as session:
         [row] = [row for row in await AuthService(session).list_tokens() if row.user_name == "bob"]
-    rotated = await ui.post("/ui/admin/tokens/rotate", data={"csrf": csrf, "token_id": str(row.id)})
+    rotated = await ui.post("/ui/admin/tokens/rotate", data={"csrf": csrf, "confirmed": "yes", "token_id": str(row.id)})
     assert rotated.status_code == 200, rotated.text
     async with app_context.db.unit_of_work() as session:
         bobs = [row for row in await AuthService(session).list_tokens() if row.user_name == "bob"]

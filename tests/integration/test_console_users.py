@@ -259,7 +259,9 @@ async def test_an_admin_creates_users_changes_roles_and_sets_passwords(
     async with httpx2.AsyncClient(transport=ui._transport, base_url=BASE) as pat:
         assert (await password_sign_in(pat, "pat", PASSWORD)).status_code == 303
         assert "Signed in as <strong>pat</strong> (writer)" in (await pat.get("/ui/search")).text
-        cleared = await ui.post("/ui/admin/users/password/clear", data={"csrf": csrf, "name": "pat"})
+        cleared = await ui.post(
+            "/ui/admin/users/password/clear", data={"csrf": csrf, "confirmed": "yes", "name": "pat"}
+        )
         assert cleared.status_code == 200 and "The password of pat is cleared" in cleared.text
         assert (await pat.get("/ui/search")).status_code == 303  # the password's session ended
 
@@ -295,7 +297,9 @@ async def test_no_change_may_leave_no_admin_or_none_who_can_sign_in(
     )
     async with app_context.db.unit_of_work() as session:
         [token] = [row for row in await AuthService(session).list_tokens() if row.user_name == "ada"]
-    revoke = await ui.post("/ui/admin/tokens/revoke", data={"csrf": csrf, "token_id": str(token.id)})
+    revoke = await ui.post(
+        "/ui/admin/tokens/revoke", data={"csrf": csrf, "confirmed": "yes", "token_id": str(token.id)}
+    )
     assert (
         revoke.status_code == 409 and f"Refused: revoking token {token.id} would leave no admin who can" in revoke.text
     )
@@ -305,9 +309,11 @@ async def test_no_change_may_leave_no_admin_or_none_who_can_sign_in(
     ui.cookies.clear()  # and sign in with it: the token's session would end with the token
     await password_sign_in(ui, "ada", PASSWORD)
     csrf = await session_csrf(ui)
-    revoked = await ui.post("/ui/admin/tokens/revoke", data={"csrf": csrf, "token_id": str(token.id)})
+    revoked = await ui.post(
+        "/ui/admin/tokens/revoke", data={"csrf": csrf, "confirmed": "yes", "token_id": str(token.id)}
+    )
     assert revoked.status_code == 200
-    clear = await ui.post("/ui/admin/users/password/clear", data={"csrf": csrf, "name": "ada"})
+    clear = await ui.post("/ui/admin/users/password/clear", data={"csrf": csrf, "confirmed": "yes", "name": "ada"})
     assert clear.status_code == 409 and "Refused: clearing the password of &#39;ada&#39; would leave" in clear.text
 
     # Once root can sign in, ada may step down.

@@ -365,7 +365,7 @@ CHECKS = {
 
 def score_of(report: dict[str, Any]) -> float:
     """docs/mcp-tools.md, action=health: clamp(100 − 40 × critical categories − 15 × warning categories
-    − 0.25 × info findings)."""
+    − min(10, 0.25 × info findings))."""
     critical = warning = 0
     info = 0
     for checks in report["categories"].values():
@@ -373,7 +373,7 @@ def score_of(report: dict[str, Any]) -> float:
         critical += "critical" in severities
         warning += "warning" in severities
         info += sum(entry["count"] for entry in checks.values() if entry["severity"] == "info")
-    return round(min(100.0, max(0.0, 100 - 40 * critical - 15 * warning - 0.25 * info)), 2)
+    return round(min(100.0, max(0.0, 100 - 40 * critical - 15 * warning - min(10.0, 0.25 * info))), 2)
 
 
 async def test_health_reports_every_check_of_the_design(reader: ToolCaller) -> None:
@@ -597,7 +597,7 @@ async def test_health_counts_findings_and_the_score_follows_the_formula(writer: 
         )
     assert report["health_score"] == score_of(report)
     # two critical categories (structural, semantic) and three warning ones (cluster, connectivity, semantic)
-    assert report["health_score"] == max(0.0, round(100 - 80 - 45 - 0.25 * findings["info"], 2))
+    assert report["health_score"] == max(0.0, round(100 - 80 - 45 - min(10.0, 0.25 * findings["info"]), 2))
 
 
 # ---------------------------------------------------------------- propose

@@ -219,7 +219,7 @@ async def test_an_admin_ends_every_session_of_a_user_on_the_users_page(
     assert 'aria-label="End the console sessions of pat"' in page.text  # pat has two
     assert 'aria-label="End the console sessions of root"' in page.text
 
-    ended = await admin.post("/ui/admin/users/sign-out", csrf, name="pat")
+    ended = await admin.post("/ui/admin/users/sign-out", csrf, confirmed="yes", name="pat")
     assert ended.status_code == 200
     assert "2 console session(s) of pat ended; their tokens and password still sign in." in ended.text
     assert 'aria-label="End the console sessions of pat"' not in ended.text  # none left to end
@@ -227,14 +227,14 @@ async def test_an_admin_ends_every_session_of_a_user_on_the_users_page(
         assert not await replayed(other, copy, csrf)
     assert await admin.signed_in()  # the admin's own session is another user's
     assert await session_audit(app_context) == [("root", "end", {"user": "pat", "sessions": 2, "reason": "admin"})]
-    missing = await admin.post("/ui/admin/users/sign-out", csrf, name="nobody")
+    missing = await admin.post("/ui/admin/users/sign-out", csrf, confirmed="yes", name="nobody")
     assert missing.status_code == 404 and "No user named &#39;nobody&#39;" in missing.text
 
 
 async def test_only_an_admin_may_end_sessions(app_context: AppContext, browsers: list[Browser]) -> None:
     await sign_in_token(browsers[0], await with_token(app_context, "ada", Role.writer))
     await sign_in_token(browsers[1], await with_token(app_context, "wes", Role.writer))
-    refused = await browsers[1].post("/ui/admin/users/sign-out", await browsers[1].csrf(), name="ada")
+    refused = await browsers[1].post("/ui/admin/users/sign-out", await browsers[1].csrf(), confirmed="yes", name="ada")
     assert refused.status_code == 403 and "need the admin role" in refused.text
     assert await browsers[0].signed_in()
     assert await session_audit(app_context) == []
@@ -273,7 +273,7 @@ async def test_revoking_a_token_on_the_tokens_page_ends_the_sessions_signed_in_w
     await sign_in_password(by_password, "pat")
     copied, csrf = with_it.cookie, await admin.csrf()
     token_id = await token_id_of(app_context, "pat")
-    revoked = await admin.post("/ui/admin/tokens/revoke", csrf, token_id=token_id)
+    revoked = await admin.post("/ui/admin/tokens/revoke", csrf, confirmed="yes", token_id=token_id)
     assert revoked.status_code == 200 and f"Token {token_id} revoked." in revoked.text
     assert not await replayed(other, copied, csrf)
     assert await by_password.signed_in()
@@ -371,7 +371,7 @@ async def test_a_new_or_cleared_password_ends_every_session_of_the_user(
 
     await sign_in_token(by_token, pat_token)
     copied = by_token.cookie
-    cleared = await admin.post("/ui/admin/users/password/clear", csrf, name="pat")
+    cleared = await admin.post("/ui/admin/users/password/clear", csrf, confirmed="yes", name="pat")
     assert cleared.status_code == 200 and "their console sessions have ended" in cleared.text
     assert not await replayed(other, copied, csrf)
     assert [(event[1], event[2]["reason"], event[2]["sessions"]) for event in await session_audit(app_context)] == [

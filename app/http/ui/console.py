@@ -15,9 +15,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlencode
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
@@ -27,6 +28,7 @@ from app.db.engine import is_unavailable
 from app.db.records import Principal
 from app.db.visibility import Caller, acting_as
 from app.http.ui.graph import legend, neighbourhood
+from app.http.ui.headers import SecurityHeaders
 from app.http.ui.session import (
     COOKIE_PATH,
     SESSION_COOKIE,
@@ -516,14 +518,13 @@ class ConsoleRouter:
 
     def __init__(self, app: ASGIApp, console: ASGIApp) -> None:
         self.app = app
-        self.console = console
+        # Every /ui response — pages, assets, refusals of the Host check, redirects — gets the security headers.
+        self.console = SecurityHeaders(console)
+        self.bare = SecurityHeaders(RedirectResponse(f"{COOKIE_PATH}/", status_code=308))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and _is_console(scope["path"]):
-            if scope["path"] == COOKIE_PATH:
-                await RedirectResponse(f"{COOKIE_PATH}/", status_code=308)(scope, receive, send)
-                return
-            await self.console(scope, receive, send)
+            await (self.bare if scope["path"] == COOKIE_PATH else self.console)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -538,21 +539,15 @@ def _flags(request: Request) -> dict[str, Any]:
 
 
 def _no_store(response: Response) -> None:
-    # Pages show memory content: no shared or back-button cache keeps them after sign-out.
+    # Pages show memory content: no shared or back-button cache keeps them after sign-out. (The security headers
+    # of every /ui response are ConsoleRouter's: app/http/ui/headers.py.)
     response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Referrer-Policy"] = "same-origin"
-    response.headers["Content-Security-Policy"] = (
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    )
 
 
-def _csrf_refusal() -> Response:
-    return Response(
-        "Forbidden: the form's CSRF token is missing or stale. Reload the page and submit it again.",
-        status_code=403,
-        media_type="text/plain",
+def _csrf_refusal() -> NoReturn:
+    # Raised, so the console's error page (routes.py) answers it with the console's chrome; nothing ran.
+    raise HTTPException(
+        403, "Forbidden: the form's CSRF token is missing or stale. Reload the page and submit it again."
     )
 
 
@@ -585,8 +580,8 @@ async def _form(request: Request) -> Form | None:
     return Form(parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
-def _too_large() -> Response:
-    return Response("Request body too large for a console form.", status_code=413, media_type="text/plain")
+def _too_large() -> NoReturn:
+    raise HTTPException(413, "Request body too large for a console form.")
 
 
 def _safe_next(target: str | None) -> str:

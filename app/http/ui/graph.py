@@ -1,5 +1,6 @@
-"""The thought page's neighbourhood graph: the nodes and edges `memory_recall get include_edges` and `chain`
-answered, as the JSON the page embeds for static/graph.js (Cytoscape.js) to draw.
+"""The console's graphs, as the JSON a page embeds for static/graph.js (Cytoscape.js) to draw: a thought's
+neighbourhood (the nodes and edges `memory_recall get include_edges` and `chain` answered) and a project's most
+connected thoughts (`project_graph`, the page at /ui/graph: app.services.recall.project_graph's one ranking statement).
 
 Colours live here and nowhere else in code: the page's text legend and the drawing both read them (the legend's
 swatches through CSS classes, since the Content-Security-Policy allows no inline styles). Edge types also differ
@@ -8,9 +9,24 @@ by line style, so colour is never the only cue.
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any
 
-LABEL_CHARS = 48
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.db.records import Principal
+from app.http.ui.session import SessionData
+from app.services.recall.project_graph import ProjectGraph, most_connected
+
+if TYPE_CHECKING:
+    from app.http.ui.console import Console
+
+# A node's label on the drawing: short enough to stay legible at 13 px beside its neighbours; the full text (up to
+# TIP_CHARS) shows in the tip on hover and keyboard focus.
+LABEL_CHARS = 32
+TIP_CHARS = 280
+PROJECT_PAGE = 40  # thoughts per page of a project's graph (app.services.recall.project_graph.MAX_NODES caps it)
 # status → fill (each ≥ 3:1 against the white canvas); static/graph.css colours the legend's swatches alike
 STATUS_COLOURS = {"active": "#1a7f37", "draft": "#b45309", "archived": "#6b7280"}
 COLOUR_NAMES = {
@@ -85,13 +101,69 @@ def _drawn(style: tuple[str, str]) -> str:
     return f"{style[1]} {COLOUR_NAMES[style[0]]} line"
 
 
-def _node(thought: dict[str, Any], centre: bool) -> dict[str, Any]:
-    label = " ".join(str(thought.get("content") or "").split())
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _node(thought: dict[str, Any], centre: bool, degree: int | None = None) -> dict[str, Any]:
+    words = " ".join(str(thought.get("content") or "").split())
     status = str(thought.get("status") or "active")
-    return {
+    node = {
         "id": str(thought["id"]),
-        "label": label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…",
+        "label": _cut(words, LABEL_CHARS),
+        "full": _cut(words, TIP_CHARS),
         "status": status,
         "colour": STATUS_COLOURS.get(status, OTHER[0]),
         "centre": centre,
     }
+    if degree is not None:
+        node["degree"] = degree
+    return node
+
+
+def overview(found: ProjectGraph) -> dict[str, Any]:
+    """A page of a project's most connected thoughts as the drawing's JSON (no centre: the most connected sit
+    innermost)."""
+    nodes = [
+        _node({"id": node.id, "content": node.content, "status": node.status}, False, node.degree)
+        for node in found.nodes
+    ]
+    edges = [
+        {
+            "id": str(edge.id),
+            "source": str(edge.source_id),
+            "target": str(edge.target_id),
+            "type": edge.type,
+            "colour": EDGE_STYLES.get(edge.type, OTHER)[0],
+            "line": EDGE_STYLES.get(edge.type, OTHER)[1],
+        }
+        for edge in found.edges
+    ]
+    return {"centre": None, "nodes": nodes, "edges": edges}
+
+
+async def project_graph(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    """/ui/graph?project=<id>&offset=<n>: the project's most connected live thoughts, PROJECT_PAGE a page, with
+    the edges among them; without a project, the projects to pick from."""
+    projects = await console.projects(principal)
+    asked = request.query_params.get("project")
+    project = console.pick(projects.items, asked)
+    values = console.base(principal, session, projects=projects, project=project, page=PROJECT_PAGE)
+    if project is None:
+        message = f"No project {asked!r} that you may see: pick one below." if asked else None
+        return console.render(request, "project_graph.html", {**values, "message": message}, 404 if asked else 200)
+    offset = _offset(request.query_params.get("offset"))
+    async with console.context.db.autocommit() as db:  # runs as the signed-in user (Console.page)
+        found = await most_connected(db, uuid.UUID(str(project["id"])), PROJECT_PAGE, offset)
+    graph = overview(found)
+    values.update(graph=graph, legend=legend(graph), offset=offset, total=found.connected)
+    return console.render(request, "project_graph.html", values)
+
+
+def _offset(value: str | None) -> int:
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0

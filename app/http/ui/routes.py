@@ -1,5 +1,6 @@
 """The console's routes: the memory pages of console.py, the review, operations, users and members pages, the static
-assets.
+assets (headers.py), the confirm step of the destructive admin buttons (confirm.py), and the error page every
+unknown path, refusal and failure under /ui answers.
 
 Kept apart from console.py so that review.py, operations.py, users.py and members.py, which take a Console, and
 the Console itself do not import each other.
@@ -7,29 +8,50 @@ the Console itself do not import each other.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from app.db.records import Principal
-from app.http.ui import members, operations, review, users
-from app.http.ui.console import HERE, Console, ConsoleConfig, posting
+from app.http.ui import confirm, graph, humane, members, operations, review, users
+from app.http.ui.console import HERE, Console, ConsoleConfig, FormHandler, posting
+from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
 from app.http.ui.session import COOKIE_PATH, SessionData
 from app.services.context import AppContext
 
+logger = logging.getLogger(__name__)
+POST = ["POST"]
+
+STATIC = HERE / "static"
+# The error page's heading per status; its message says what happened and what to do.
+HEADINGS = {
+    403: "Not allowed",
+    404: "Page not found",
+    405: "Not a form this page takes",
+    413: "Form too large",
+    500: "Something went wrong",
+}
+
 
 def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
     console = Console(context, config)
+    console.templates.env.globals["asset"] = partial(asset_url, STATIC)
+    humane.register(console.templates.env)
 
     def page(handler: Callable[[Console, Request, Principal, SessionData | None], Awaitable[Response]]) -> Any:
         return console.page(partial(handler, console))
+
+    def asked(describe: confirm.Describe, handler: FormHandler) -> Any:
+        """A destructive admin form, behind its confirm page (confirm.py)."""
+        return page(admin_only(posting(confirm.confirming(describe)(handler))))
 
     routes = [
         Route("/", console.page(console.home), methods=["GET"]),
@@ -39,6 +61,7 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/search", console.page(console.search), methods=["GET"]),
         Route("/thoughts/{thought_id}", console.page(console.thought), methods=["GET"]),
         Route("/projects/{project_id}/timeline", console.page(console.timeline), methods=["GET"]),
+        Route("/graph", page(graph.project_graph), methods=["GET"]),
         Route("/thoughts/{thought_id}/archive", page(posting(review.thought_archive)), methods=["POST"]),
         Route("/thoughts/{thought_id}/merge", page(posting(review.thought_merge)), methods=["POST"]),
         Route("/review/edges", page(review.edge_queue), methods=["GET"]),
@@ -58,19 +81,41 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/admin/health/fix", page(admin_only(posting(operations.health_fix))), methods=["POST"]),
         Route("/admin/tokens", page(admin_only(operations.tokens)), methods=["GET"]),
         Route("/admin/tokens/create", page(admin_only(posting(operations.token_create))), methods=["POST"]),
-        Route("/admin/tokens/revoke", page(admin_only(posting(operations.token_revoke))), methods=["POST"]),
-        Route("/admin/tokens/rotate", page(admin_only(posting(operations.token_rotate))), methods=["POST"]),
+        Route("/admin/tokens/revoke", asked(confirm.revoke_token, operations.token_revoke), methods=["POST"]),
+        Route("/admin/tokens/rotate", asked(confirm.rotate_token, operations.token_rotate), methods=["POST"]),
         Route("/admin/users", page(admin_only(users.users)), methods=["GET"]),
         Route("/admin/users/create", page(admin_only(posting(users.user_create))), methods=["POST"]),
         Route("/admin/users/role", page(admin_only(posting(users.user_role))), methods=["POST"]),
         Route("/admin/users/password", page(admin_only(posting(users.user_password))), methods=["POST"]),
-        Route("/admin/users/password/clear", page(admin_only(posting(users.user_password_clear))), methods=["POST"]),
-        Route("/admin/users/sign-out", page(admin_only(posting(users.user_sign_out))), methods=["POST"]),
+        Route("/admin/users/password/clear", asked(confirm.clear_password, users.user_password_clear), methods=POST),
+        Route("/admin/users/sign-out", asked(confirm.end_sessions, users.user_sign_out), methods=["POST"]),
         Route("/admin/members", page(admin_only(members.members)), methods=["GET"]),
         Route("/admin/members/add", page(admin_only(posting(members.member_add))), methods=["POST"]),
-        Route("/admin/members/remove", page(admin_only(posting(members.member_remove))), methods=["POST"]),
+        Route("/admin/members/remove", asked(confirm.remove_member, members.member_remove), methods=["POST"]),
         Route("/admin/members/open", page(admin_only(posting(members.project_open))), methods=["POST"]),
-        Route("/admin/members/close", page(admin_only(posting(members.project_close))), methods=["POST"]),
-        Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
+        Route("/admin/members/close", asked(confirm.close_project, members.project_close), methods=["POST"]),
+        Mount("/static", app=StaticAssets(STATIC)),
     ]
-    return Starlette(routes=[Mount(COOKIE_PATH, routes=routes)])
+
+    async def error_page(request: Request, error: Exception) -> Response:
+        """Unknown paths, refused forms and failures: the error page with the console's chrome (the user's
+        navigation when the session is good), never the framework's plain text."""
+        status = error.status_code if isinstance(error, HTTPException) else 500
+        if status == 404:
+            message = f"There is no console page at {request.url.path}. Search, or pick a page from the navigation."
+        elif isinstance(error, HTTPException) and status != 500:
+            message = str(error.detail)
+        else:
+            message = "The console failed on this page; it is logged. Retry, or go back and try another way."
+        values: dict[str, Any] = {"user": None, "message": message, "status": status}
+        try:
+            principal, session = await console.principal(request)
+            if principal is not None:
+                values = console.base(principal, session, message=message, status=status)
+        except Exception:  # the database may be why this page is shown: the chrome then goes without the user
+            logger.warning("console error page: session lookup failed", exc_info=True)
+        values["heading"] = HEADINGS.get(status, "Something went wrong")
+        return console.render(request, "error.html", values, status)
+
+    handlers = {HTTPException: error_page, Exception: error_page}
+    return Starlette(routes=[Mount(COOKIE_PATH, routes=routes)], exception_handlers=handlers)

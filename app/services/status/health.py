@@ -24,6 +24,14 @@ from app.errors import forbidden
 from app.formats import iso
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+# health_score's scale follows the severities (docs/mcp-tools.md, action=health): each category with a critical
+# finding costs CRITICAL_COST, each with a warning WARNING_COST, and info findings INFO_COST each but INFO_CAP in
+# all, so info findings alone never take the score below 90 (untagged or island thoughts are routine, and counted
+# per thought they read 0/100 on a store of a few hundred), a warning takes it to 85 at most, a critical to 60.
+CRITICAL_COST = 40.0
+WARNING_COST = 15.0
+INFO_COST = 0.25
+INFO_CAP = 10.0
 DETAIL_LIMIT = 50
 SHORT = 80
 
@@ -326,6 +334,14 @@ def _detail(row: Any) -> dict[str, Any]:
     return {key: _value(value) for key, value in row._mapping.items()}
 
 
+def health_score(critical_categories: int, warning_categories: int, info_findings: int) -> float:
+    """clamp(100 − 40 × categories with a critical finding − 15 × categories with a warning finding
+    − min(10, 0.25 × info findings), 0, 100), rounded to 2 places."""
+    info = min(INFO_CAP, INFO_COST * info_findings)
+    score = 100 - CRITICAL_COST * critical_categories - WARNING_COST * warning_categories - info
+    return round(min(100.0, max(0.0, score)), 2)
+
+
 class HealthService:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -351,9 +367,8 @@ class HealthService:
             if include_details:
                 entry["details"] = details
             categories.setdefault(check.category, {})[check.name] = entry
-        score = 100 - 40 * len(critical_categories) - 15 * len(warning_categories) - 0.25 * findings["info"]
         return {
-            "health_score": round(min(100.0, max(0.0, score)), 2),
+            "health_score": health_score(len(critical_categories), len(warning_categories), findings["info"]),
             "summary": {"thoughts": scan.by_status, "findings": findings},
             "categories": categories,
         }

@@ -1,0 +1,131 @@
+"""A confirm step for the admin pages' destructive buttons, without JavaScript.
+
+A destructive form (revoke or rotate a token, clear a password, end sessions, remove a member, close a project)
+posts to its action; without `confirmed=yes` the action does nothing and answers a confirm page saying in words
+what will happen, whose form carries the same fields and `confirmed=yes`; posting that runs the action. The CSRF
+check (`posting`) and the role check (`admin_only`) run before either step, so the confirm page itself is refused
+as the action would be. The wrapped handlers are unchanged: the step sits in front of them (routes.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.db.records import Principal
+from app.http.ui.session import SessionData
+from app.services.auth.tokens import AuthService
+
+if TYPE_CHECKING:
+    from app.http.ui.console import Console, Form, FormHandler
+
+CONFIRMED = "confirmed"
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the confirm page says: a heading, what will happen, and the button that does it."""
+
+    title: str
+    what: str
+    button: str
+    back: str
+
+
+Describe = Callable[["Console", Principal, "Form"], Awaitable[Question]]
+
+
+def confirming(describe: Describe) -> Callable[[FormHandler], FormHandler]:
+    """Run the handler only on a post with `confirmed=yes`; any other post answers the confirm page."""
+
+    def wrap(handler: FormHandler) -> FormHandler:
+        async def step(
+            console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+        ) -> Response:
+            if form.get(CONFIRMED) == "yes":
+                return await handler(console, request, principal, session, form)
+            question = await describe(console, principal, form)
+            hidden = [
+                (name, value)
+                for name, values in form.fields.items()
+                if name not in ("csrf", CONFIRMED)
+                for value in values
+            ]
+            values = console.base(principal, session, question=question, hidden=hidden, action=request.url.path)
+            return console.render(request, "confirm.html", values)
+
+        return step
+
+    return wrap
+
+
+async def _token(console: Console, token_id: str) -> str:
+    """A token as a person knows it: its user and label (its id when it is not found)."""
+    async with console.context.db.autocommit() as db:
+        rows = await AuthService(db).list_tokens()
+    row = next((row for row in rows if str(row.id) == token_id), None)
+    if row is None:
+        return f"token {token_id}"
+    label = f" labelled “{row.label}”" if row.label else ""
+    return f"{row.user_name}'s {row.role.value} token{label} ({token_id})"
+
+
+async def revoke_token(console: Console, principal: Principal, form: Form) -> Question:
+    token = await _token(console, form.get("token_id"))
+    what = (
+        f"Revoke {token}? Every agent and script using it is refused from its next call, and the console sessions "
+        "signed in with it end. This cannot be undone; a new token can be created."
+    )
+    return Question("Revoke this token?", what, "Yes, revoke it", "/ui/admin/tokens")
+
+
+async def rotate_token(console: Console, principal: Principal, form: Form) -> Question:
+    token = await _token(console, form.get("token_id"))
+    what = (
+        f"Rotate {token}? A new token replaces it, shown once on the next page; the old one is revoked at once, so "
+        "every agent using it needs the new value."
+    )
+    return Question("Rotate this token?", what, "Yes, rotate it", "/ui/admin/tokens")
+
+
+async def clear_password(console: Console, principal: Principal, form: Form) -> Question:
+    name = form.get("name")
+    what = (
+        f"Clear the password of {name}? They can no longer sign in with a password, and every console session of "
+        "theirs ends. Their API tokens still work."
+    )
+    return Question("Clear this password?", what, "Yes, clear it", "/ui/admin/users")
+
+
+async def end_sessions(console: Console, principal: Principal, form: Form) -> Question:
+    name = form.get("name")
+    what = (
+        f"End every console session of {name}? Their next page asks them to sign in again; their tokens and "
+        "password still sign in."
+    )
+    return Question("End these sessions?", what, "Yes, end them", "/ui/admin/users")
+
+
+async def _project(console: Console, principal: Principal, project_id: str) -> str:
+    projects = await console.projects(principal)
+    found = console.pick(projects.items, project_id)
+    return f"project “{found['name']}”" if found else f"project {project_id}"
+
+
+async def remove_member(console: Console, principal: Principal, form: Form) -> Question:
+    project = await _project(console, principal, form.get("project"))
+    user = form.get("user")
+    what = f"Remove {user} from {project}? If the project is closed, they no longer see it or anything in it."
+    return Question("Remove this member?", what, "Yes, remove", "/ui/admin/members")
+
+
+async def close_project(console: Console, principal: Principal, form: Form) -> Question:
+    project = await _project(console, principal, form.get("project"))
+    what = (
+        f"Close {project} to everyone? Only its members will see it and its thoughts; to anyone else it will not exist."
+    )
+    return Question("Close this project?", what, "Yes, close it", "/ui/admin/members")
