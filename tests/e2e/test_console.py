@@ -20,8 +20,8 @@ from app.db.repositories.projects import ProjectRepository
 from app.services.admin.membership import MemberService
 from app.services.admin.users import UserService
 from app.services.auth.tokens import AuthService
-from tests.e2e.serving import serving
-from tests.helpers import ToolCaller
+from tests.support.helpers import ToolCaller
+from tests.support.serving import serving
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_INSTALLED = CHROMIUM.exists()  # at import: no blocking file check inside the event loop
