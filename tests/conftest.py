@@ -26,7 +26,7 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from tests.helpers import ToolCaller
+from tests.support.helpers import ToolCaller
 
 MODEL_CACHE = Path(os.environ.get("SYNAPTO_EMBEDDING__CACHE_DIR", "~/.cache/synaptomind/models")).expanduser()
 # The SYNAPTO_* variables the tests read: where the test database and the prepared offline model are.

@@ -39,8 +39,8 @@ from app.services.admin.membership import MemberService
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from tests.conftest import make_user
-from tests.e2e.serving import mcp_session, serving
-from tests.helpers import ToolCaller
+from tests.support.helpers import ToolCaller
+from tests.support.serving import mcp_session, serving
 
 # ---------------------------------------------------------------- the expected table
 

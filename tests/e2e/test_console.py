@@ -7,8 +7,6 @@ test leaves a screenshot in its tmp_path (and in test-artifacts/ at the reposito
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,38 +18,9 @@ from app.db.repositories.projects import ProjectRepository
 from app.services.admin.membership import MemberService
 from app.services.admin.users import UserService
 from app.services.auth.tokens import AuthService
-from tests.e2e.serving import serving
-from tests.helpers import ToolCaller
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_INSTALLED = CHROMIUM.exists()  # at import: no blocking file check inside the event loop
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    if not CHROMIUM_INSTALLED:
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium): console browser tests skipped")
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        pytest.skip("the playwright package is not installed (pip install playwright): console browser tests skipped")
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+from tests.support.browser import screenshot
+from tests.support.helpers import ToolCaller
+from tests.support.serving import serving
 
 
 async def test_sign_in_search_thought_page_and_sign_out(
@@ -130,7 +99,7 @@ async def test_sign_in_search_thought_page_and_sign_out(
             assert page.url.startswith(f"{base}/ui/sign-in")  # the session is gone
             assert errors == [], f"JavaScript errors in the console: {errors}"
         except BaseException:
-            await _screenshot(page, tmp_path, request.node.name)
+            await screenshot(page, tmp_path, request.node.name)
             raise
         finally:
             await page.close()
@@ -202,7 +171,7 @@ async def test_apply_an_edge_proposal_through_its_preview_and_create_and_revoke_
                 assert await AuthService(session).verify(created) is None
             assert errors == [], f"JavaScript errors in the console: {errors}"
         except BaseException:
-            await _screenshot(page, tmp_path, request.node.name)
+            await screenshot(page, tmp_path, request.node.name)
             raise
         finally:
             await page.close()
@@ -279,19 +248,7 @@ async def test_an_admin_changes_a_role_and_memberships_and_the_user_signs_in_wit
             assert await page.get_by_role("link", name="Users").count() == 0  # a writer sees no admin pages
             assert errors == [], f"JavaScript errors in the console: {errors}"
         except BaseException:
-            await _screenshot(page, tmp_path, request.node.name)
+            await screenshot(page, tmp_path, request.node.name)
             raise
         finally:
             await page.close()
-
-
-async def _screenshot(page: Any, tmp_path: Path, name: str) -> None:
-    """The page as it was when the test failed: in the test's tmp_path, and copied to test-artifacts/."""
-    shot = tmp_path / f"{name}.png"
-    try:
-        await page.screenshot(path=str(shot), full_page=True)
-        ARTIFACTS.mkdir(exist_ok=True)
-        shutil.copy(shot, ARTIFACTS / shot.name)
-        print(f"screenshot of the failure: {shot} (and {ARTIFACTS / shot.name})")
-    except Exception as error:  # the screenshot must not hide the failure itself
-        print(f"no screenshot: {error}")

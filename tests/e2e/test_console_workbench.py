@@ -19,9 +19,9 @@ import pytest
 from app.db.engine import Database
 from app.db.models import Role
 from app.services.auth.tokens import AuthService
-from tests.e2e.serving import serving
-from tests.e2e.test_console import _screenshot, browser  # noqa: F401 (fixture)
-from tests.helpers import ToolCaller
+from tests.support.browser import screenshot
+from tests.support.helpers import ToolCaller
+from tests.support.serving import serving
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 PHONE = {"width": 390, "height": 844}
@@ -103,7 +103,7 @@ async def labels_px(page: Any) -> list[float]:
 
 
 async def test_graphs_read_by_mouse_and_keyboard_and_thoughts_named_by_their_content(
-    browser: Any,  # noqa: F811
+    browser: Any,
     world: dict[str, Any],
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -166,14 +166,14 @@ async def test_graphs_read_by_mouse_and_keyboard_and_thoughts_named_by_their_con
         assert await page.get_by_role("navigation", name="Console").is_visible()  # the console's chrome
         assert errors == [] or all("404" in error for error in errors), errors
     except BaseException:
-        await _screenshot(page, tmp_path, request.node.name)
+        await screenshot(page, tmp_path, request.node.name)
         raise
     finally:
         await page.close()
 
 
 async def test_a_phone_never_scrolls_the_whole_page_sideways(
-    browser: Any,  # noqa: F811
+    browser: Any,
     world: dict[str, Any],
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -210,7 +210,7 @@ async def test_a_phone_never_scrolls_the_whole_page_sideways(
         assert await box.evaluate("box => box.scrollWidth > box.clientWidth")  # the table scrolls in its own box
         assert errors == [], f"JavaScript errors in the console: {errors}"
     except BaseException:
-        await _screenshot(page, tmp_path, request.node.name)
+        await screenshot(page, tmp_path, request.node.name)
         raise
     finally:
         await page.close()

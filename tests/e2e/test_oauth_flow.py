@@ -3,7 +3,7 @@
 Discovery from the 401, dynamic registration, PKCE, the sign-in and consent pages driven like a browser,
 the token, tools/list with it, refresh with rotation (a replayed refresh token ends the grant), revocation,
 and a token issued for another resource refused. Static API tokens keep working beside it. With upstream single
-sign-on, the same flow through an OpenID Connect provider (tests/oidc_provider.py, served on its own port),
+sign-on, the same flow through an OpenID Connect provider (tests/support/oidc_provider.py, served on its own port),
 and the console's sign-in through it.
 """
 
@@ -38,7 +38,7 @@ from app.services.auth.oauth import OAuthConfig, OAuthProvider
 from app.services.auth.tokens import AuthService
 from bench.common import loopback_listener, mcp_session, uvicorn_serving
 from tests.conftest import MODEL_CACHE
-from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, FakeOidcProvider
+from tests.support.oidc_provider import CLIENT_ID, CLIENT_SECRET, FakeOidcProvider
 
 REDIRECT = "http://127.0.0.1:9/callback"  # never contacted: the test reads the redirect's Location itself
 UNAUTHORIZED = {

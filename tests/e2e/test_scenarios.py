@@ -19,9 +19,9 @@ from sqlalchemy import text
 
 from app.db.engine import Database
 from app.db.models import Role
-from tests.contract import COMPACT_THOUGHT_KEYS
-from tests.e2e.serving import mcp_session
-from tests.e2e.test_http import RunningServer, payload, run_server
+from tests.support.contract import COMPACT_THOUGHT_KEYS
+from tests.support.http_server import RunningServer, payload, run_server
+from tests.support.serving import mcp_session
 
 NO_CWD = "no cwd — the answer spans every project"
 NO_SLOT_SCOPE = "no project scope — the project-scoped slot overrides were not applied (pass cwd to read them)"

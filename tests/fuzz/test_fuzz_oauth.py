@@ -46,7 +46,7 @@ from app.services.auth.oauth import OAuthConfig, OAuthProvider
 from app.services.auth.tokens import AuthService
 from tests.conftest import TABLES as ALL_TABLES
 from tests.fuzz.conftest import PROFILE
-from tests.fuzz.strategies import DRIVER_MARKERS, UNICODE_SPECIALS, junk
+from tests.support.strategies import DRIVER_MARKERS, UNICODE_SPECIALS, junk
 
 FUZZ = settings(settings.get_profile(PROFILE))
 ISSUER = "http://127.0.0.1:8765"
@@ -104,7 +104,8 @@ class World:
         return found
 
     async def code(self, verifier: str, client: OAuthClientInformationFull | None = None) -> str:
-        """A code as the sign-in and consent pages issue it (the pages: tests/integration/test_passwords.py)."""
+        """A code as the sign-in and consent pages issue it (the pages:
+        tests/integration/services/auth/test_passwords.py)."""
         client = client or self.confidential
         params = AuthorizationParams(
             state="s",

@@ -1,6 +1,6 @@
 """Property-based fuzzing of every tool through `dispatch` on the real PostgreSQL and embedder.
 
-For every generated call (tests/fuzz/strategies.py) the answer must be:
+For every generated call (tests/support/strategies.py) the answer must be:
 - classified when refused (isError always carries structuredContent.result.error; 400/403/404/409,
   never 503 while the database is up, never an unclassified 500);
 - free of driver, ORM and stack-trace text;
@@ -34,8 +34,8 @@ from app.services.context import AppContext
 from tests.conftest import TABLES as ALL_TABLES
 from tests.conftest import make_user, settings_with
 from tests.fuzz.conftest import PROFILE
-from tests.fuzz.strategies import DRIVER_MARKERS, SPECS, TOOL_NAMES, Ref, noise, resolve, tool_call
-from tests.helpers import ToolCaller
+from tests.support.helpers import ToolCaller
+from tests.support.strategies import DRIVER_MARKERS, SPECS, TOOL_NAMES, Ref, noise, resolve, tool_call
 
 FUZZ = settings(settings.get_profile(PROFILE))
 TABLES = [table.name for table in Base.metadata.sorted_tables]

@@ -26,7 +26,7 @@ from app.mcp import shaping
 from app.services.admin.portability import Portability
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from tests.helpers import ToolCaller, own_transaction, rows
+from tests.support.helpers import ToolCaller, own_transaction, rows
 from tests.support.team import OPEN_PATH, Team, changed_tables, table_digests, team
 
 SURFACE_RANGE = "is outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z"

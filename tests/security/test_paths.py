@@ -20,7 +20,7 @@ from app.db.models import Role
 from app.db.repositories.projects import ProjectRepository
 from app.services.admin.membership import MemberService
 from app.services.context import AppContext
-from tests.helpers import Answer, ToolCaller, own_transaction
+from tests.support.helpers import Answer, ToolCaller, own_transaction
 from tests.support.team import SECRET_PATH, Team, changed_tables, table_digests, team
 
 

@@ -19,9 +19,8 @@ from sqlalchemy import text
 from app.db.models import Role
 from app.services.context import AppContext
 from app.services.jobs import background as jobs
-from tests.helpers import ToolCaller, execute, own_transaction, rows
-from tests.integration.test_console_health import text_of
-from tests.integration.test_console_review import signed_in, ui  # noqa: F401 (fixture)
+from tests.support.console import signed_in, text_of, ui  # noqa: F401 (fixture)
+from tests.support.helpers import ToolCaller, execute, own_transaction, rows
 from tests.support.team import OPEN_PATH, Team, changed_tables, table_digests, team
 
 OUTSIDERS = ("carl", "bob")  # a reader member of `secret`, and a non-member reading its global thought

@@ -3,7 +3,7 @@ way it ends holds for a copy of its cookie too. Each test signs a user in, keeps
 or a shared machine would, ends the session one way, and replays the copy in a fresh browser: it must be sent
 to the sign-in page like an expired session, and its forms refused.
 
-Console requests go through the ASGI app as the console tests do (tests/integration/test_console.py)."""
+Console requests go through the ASGI app as the console tests do (tests/integration/http/ui/test_console.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from app.services.auth.passwords import hash_password
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from app.services.jobs.background import expire_housekeeping
-from tests.integration.test_console import BASE, CSRF_FIELD, sign_in_form
+from tests.support.console import BASE, CSRF_FIELD, sign_in_form
 from tests.support.team import changed_tables, table_digests
 
 PASSWORD = "correct horse battery staple"

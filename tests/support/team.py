@@ -20,7 +20,7 @@ from app.db.models import Base, Role
 from app.services.admin.membership import MemberService
 from app.services.context import AppContext
 from tests.conftest import make_user
-from tests.helpers import ToolCaller, own_transaction
+from tests.support.helpers import ToolCaller, own_transaction
 
 SECRET_PATH = "/srv/alice/secret"
 VAULT_PATH = "/srv/alice/vault"

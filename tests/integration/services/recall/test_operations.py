@@ -1,0 +1,142 @@
+"""app/services/recall/operations.py: memory_recall's ranked reads as units of work, without the tool layer."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+import pytest
+
+from app.errors import AppError
+from app.services.context import AppContext
+from app.services.recall import operations as recall_operations
+from app.services.recall import search
+from app.services.recall.operations import ContextRequest, PageRequest, SearchRequest, calibration
+from app.services.recall.relevance import Calibration
+from tests.conftest import settings_with
+from tests.support.helpers import ToolCaller
+from tests.support.search import create, hit_count, link, make_cluster, register
+
+
+async def test_a_search_spans_every_project_without_cwd_and_counts_its_hits(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    made = await create(writer, "The espresso machine descales every Friday")
+    found = await recall_operations.search(app_context, SearchRequest("espresso machine descaling", None, "active", 5))
+    assert [hit.thought.id for hit in found.outcome.hits][:1] == [uuid.UUID(made["id"])]
+    assert not found.scope.cwd_given and found.scope.project is None
+    assert found.links is None and found.clusters == {}
+    assert await hit_count(app_context, made["id"]) == 1
+
+
+async def test_a_cwd_scopes_the_search_to_its_project(writer: ToolCaller, app_context: AppContext) -> None:
+    project = await register(writer, "billing", "/work/billing")
+    inside = await create(writer, "Invoices are numbered per fiscal year", cwd="/work/billing")
+    await create(writer, "Invoices of the old system used a global counter")
+    found = await recall_operations.search(
+        app_context, SearchRequest("invoice numbering", "/work/billing/src", "active", 10, include_url_links=True)
+    )
+    assert found.scope.project is not None and str(found.scope.project.id) == project["id"]
+    assert [str(hit.thought.id) for hit in found.outcome.hits] == [inside["id"]]
+    assert found.links == {uuid.UUID(inside["id"]): []}
+
+
+async def test_an_id_query_is_parsed_once_and_never_embedded(
+    writer: ToolCaller, app_context: AppContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = await create(writer, "Deploys freeze on the last day of the quarter")
+    calls: list[str] = []
+    parse = recall_operations.parse_id_query
+
+    def counting(text: str) -> Any:
+        calls.append(text)
+        return parse(text)
+
+    monkeypatch.setattr(recall_operations, "parse_id_query", counting)
+    monkeypatch.setattr(search, "parse_id_query", counting)
+    started: list[bool] = []
+    monkeypatch.setattr(search.QueryVector, "start", lambda self: started.append(True))
+    found = await recall_operations.search(app_context, SearchRequest(made["id"], None, "active", 5))
+    assert [str(hit.thought.id) for hit in found.outcome.hits] == [made["id"]]
+    assert calls == [made["id"]] and started == []
+
+
+async def test_a_clusters_request_reads_cluster_thoughts_only(writer: ToolCaller, app_context: AppContext) -> None:
+    cluster = await create(writer, "Cluster: how the team reviews pull requests")
+    await make_cluster(app_context, cluster["id"])
+    await create(writer, "Pull requests need one approving review")
+    found = await recall_operations.search(
+        app_context, SearchRequest("pull request reviews", None, "active", 10, is_cluster=True)
+    )
+    assert [str(hit.thought.id) for hit in found.outcome.hits] == [cluster["id"]]
+
+
+async def test_context_answers_the_best_match_and_its_neighbourhood(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    parent = await create(writer, "The release train leaves every second Tuesday")
+    child = await create(writer, "Hotfixes may board the release train late")
+    await link(writer, parent["id"], child["id"], "parent")
+    request = ContextRequest("when does the release train leave", None, None, max_edges=25)
+    found = await recall_operations.context(app_context, request)
+    assert found.thought is not None and str(found.thought.id) == parent["id"]
+    assert [str(n.thought.id) for n in found.downstream] == [child["id"]] and found.upstream == []
+    assert found.scope is not None and not found.scope.cwd_given
+    assert await hit_count(app_context, child["id"]) == 1
+
+
+async def test_context_without_a_match_or_with_a_missing_id(writer: ToolCaller, app_context: AppContext) -> None:
+    await create(writer, "Lunch is at noon")
+    nothing = await recall_operations.context(
+        app_context, ContextRequest("quantum chromodynamics lattice", None, None, 25, min_relevance=1.0)
+    )
+    assert nothing.thought is None and nothing.links is None
+    missing = uuid.uuid4()
+    with pytest.raises(AppError, match=f"Thought {missing} not found"):
+        await recall_operations.context(app_context, ContextRequest(None, missing, None, 25))
+
+
+def test_configured_floors_override_the_model_profile(app_context: AppContext) -> None:
+    floors = {"confidence": {"unrelated_floor": 0.1, "vector_floor": 0.2}}
+    tuned = dataclasses.replace(app_context, settings=settings_with(search=floors))
+    assert calibration(tuned) == Calibration(0.1, 0.2)
+    profile = app_context.embedding.profile
+    expected = Calibration(profile.unrelated_floor, profile.vector_floor) if profile else Calibration(0.8, 0.9)
+    assert calibration(app_context) == expected
+
+
+async def test_get_reads_one_hop_and_counts_every_thought_it_returns(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    parent = await create(writer, "The build cache lives on the shared volume")
+    child = await create(writer, "Clearing the build cache takes ten minutes")
+    await link(writer, parent["id"], child["id"], "parent")
+    read = await recall_operations.get(app_context, uuid.UUID(parent["id"]), True, True)
+    assert [str(n.thought.id) for n in read.found.downstream] == [child["id"]]
+    assert read.links == {uuid.UUID(parent["id"]): [], uuid.UUID(child["id"]): []}
+    assert await hit_count(app_context, child["id"]) == 1
+    with pytest.raises(AppError, match="not found"):
+        await recall_operations.get(app_context, uuid.uuid4(), False, False)
+
+
+async def test_chain_walks_both_ways(writer: ToolCaller, app_context: AppContext) -> None:
+    first = await create(writer, "Step one: provision the cluster")
+    second = await create(writer, "Step two: install the operators")
+    third = await create(writer, "Step three: deploy the services")
+    await link(writer, first["id"], second["id"], "develops")
+    await link(writer, second["id"], third["id"], "develops")
+    walked = await recall_operations.chain(app_context, uuid.UUID(second["id"]), 25, False)
+    assert [str(step.neighbour.thought.id) for step in walked.upstream] == [first["id"]]
+    assert [str(step.neighbour.thought.id) for step in walked.downstream] == [third["id"]]
+    assert walked.links is None
+
+
+async def test_page_counts_the_total_beyond_the_page(writer: ToolCaller, app_context: AppContext) -> None:
+    for n in range(3):
+        await create(writer, f"Inventory row {n}", tags=["inventory"])
+    found = await recall_operations.page(app_context, PageRequest(None, "all", 2, 0, tag="inventory"))
+    assert len(found.rows) == 2 and found.total == 3 and found.links is None
+    assert not found.scope.cwd_given
+    rest = await recall_operations.page(app_context, PageRequest(None, "all", 2, 2, tag="inventory"))
+    assert len(rest.rows) == 1 and rest.total == 3
