@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 WAIT_SECONDS = 0.010  # how long a read waits for a replica to replay the primary's flushed WAL (then: the primary)
 POLL_SECONDS = 0.001
 DOWN_SECONDS = 5.0  # a replica that failed to connect or answer is not tried again before this
-BEHIND_SECONDS = 1.0  # nor one that could not catch up in WAIT_SECONDS
+BEHIND_SECONDS = 0.25  # nor one that could not catch up in WAIT_SECONDS (a short spike on a busy box)
 CONNECT_TIMEOUT_SECONDS = 1  # a replica that does not answer costs a read this much once, then DOWN_SECONDS off
 
 REPLICA_KEY = "synapto_replica"  # session.info: the replica (its number) the unit of work reads on
@@ -43,6 +43,17 @@ REPLICA_KEY = "synapto_replica"  # session.info: the replica (its number) the un
 # As plain numbers (bytes since 0/0): asyncpg has no codec for pg_lsn, and lag is a difference of two of them.
 _PRIMARY_FLUSHED = "SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint"
 _REPLAYED = "SELECT pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0')::bigint"  # NULL: not a standby
+_POSITIONS = (
+    "SELECT pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0')::bigint AS replayed,"
+    " pg_wal_lsn_diff(pg_last_wal_receive_lsn(), '0/0')::bigint AS received"
+)
+# The WAL writer flushes whole pages of asynchronously committed WAL (the hit counters): the primary's flushed
+# position then ends inside a record, which no standby can replay before the rest of it is flushed — up to the WAL
+# writer's next round (wal_writer_delay, 200 ms by default). A replica that has received everything up to such a
+# position is waiting for nothing else: this flushes the primary past it (a tiny non-transactional WAL record
+# with flush, PostgreSQL 17+; one fsync) and answers the record's end, a position replay can reach.
+_FLUSH_PAST = "SELECT pg_wal_lsn_diff(pg_logical_emit_message(false, 'synaptomind', '', true), '0/0')::bigint"
+WAL_PAGE_BYTES = 8192  # wal_block_size as built by default; on another size no flush is forced (reads fall back)
 # Seconds behind: 0 once it has replayed what the primary flushed (an idle primary writes no commits, and the
 # time since the last replayed one would grow for ever), else the age of the last commit it replayed.
 _LAG = (
@@ -124,8 +135,10 @@ class ReplicaSet:
     """The process's replica engines, tried round-robin; counts where each read went (`routed`)."""
 
     replicas: list[Replica]
-    routed: Counter[str] = field(default_factory=Counter)  # replica, behind, down, lost
+    routed: Counter[str] = field(default_factory=Counter)  # replica, behind, skipped, down, lost, flushed
     _next: int = 0
+    _forced: tuple[int, int] | None = None  # the last position flushed past, and the position that answered
+    _can_force: bool = True
 
     @classmethod
     def of(cls, engines: list[AsyncEngine]) -> ReplicaSet:
@@ -149,23 +162,29 @@ class ReplicaSet:
         async with primary.connect() as connection:  # a primary that fails here fails the read as it would anyway
             target = int(await _fetch(connection, _PRIMARY_FLUSHED))
         for replica in candidates:
-            caught_up = await self._caught_up(replica, target)
+            caught_up = await self._caught_up(replica, target, primary)
             if caught_up is not None:
                 self.routed["replica"] += 1
                 return caught_up, replica
         return None
 
-    async def _caught_up(self, replica: Replica, target: int) -> AsyncConnection | None:
+    async def _caught_up(self, replica: Replica, target: int, primary: AsyncEngine) -> AsyncConnection | None:
         connection: AsyncConnection | None = None
         try:
             connection = await replica.engine.connect()
             deadline = time.monotonic() + WAIT_SECONDS
+            forced = False
             while True:
-                replayed = await _fetch(connection, _REPLAYED)
+                row = await _fetchrow(connection, _POSITIONS)
+                replayed, received = row["replayed"], row["received"]
                 if replayed is not None and int(replayed) >= target:
                     return connection
                 if replayed is None or time.monotonic() >= deadline:
                     break
+                if not forced and received is not None and int(received) >= target and target % WAL_PAGE_BYTES == 0:
+                    forced = True
+                    target = await self._flushed_past(primary, target)
+                    continue
                 await asyncio.sleep(POLL_SECONDS)
             self.routed["behind"] += 1
             replica.skip_until = time.monotonic() + BEHIND_SECONDS
@@ -176,6 +195,24 @@ class ReplicaSet:
             with suppress(*REPLICA_FAILURES):
                 await connection.close()
         return None
+
+    async def _flushed_past(self, primary: AsyncEngine, target: int) -> int:
+        """A position past `target` that replay can reach (_FLUSH_PAST); concurrent reads of one process that wait
+        for the same position share one flush. Without the function (before PostgreSQL 17): `target` as it is."""
+        if self._forced is not None and self._forced[0] == target:
+            return self._forced[1]
+        if not self._can_force:
+            return target
+        try:
+            async with primary.connect() as connection:
+                past = int(await _fetch(connection, _FLUSH_PAST))
+        except asyncpg.UndefinedFunctionError:
+            self._can_force = False
+            logger.info("pg_logical_emit_message with flush needs PostgreSQL 17+: reads wait for the WAL writer")
+            return target
+        self.routed["flushed"] += 1
+        self._forced = (target, past)
+        return past
 
     def lost(self, replica: Replica, error: BaseException, kind: str = "lost") -> None:
         """The replica failed: reads go to the primary for DOWN_SECONDS."""

@@ -41,6 +41,7 @@ class Standby:
     user: str
     root: Path
     port: int
+    server_options: str = ""  # more `postgres` options, e.g. "-c fsync=off"
 
     @property
     def pgdata(self) -> Path:
@@ -66,7 +67,7 @@ class Standby:
                 *("-D", str(self.pgdata), "-R", "-X", "stream", "-c", "fast", "--no-sync"),
                 *("-h", self.primary_socket_dir, "-p", str(self.primary_port), "-U", self.user),
             )
-        options = f"-p {self.port} -k {self.socket_dir} -h ''"
+        options = f"-p {self.port} -k {self.socket_dir} -h '' {self.server_options}".strip()
         self._run(_bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-o", options, "-l", str(self.root / "log"), "start")
         return self
 
