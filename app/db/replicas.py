@@ -6,6 +6,8 @@ primary had flushed it when the read began (`pg_current_wal_flush_lsn()` on the 
 `pg_last_wal_replay_lsn()` on the standby). Every commit acknowledged before the read started — the caller's own
 writes, whichever process served them — has its commit record at or below that point, so the replica's snapshot
 holds it. A replica that has not got there within `WAIT_SECONDS` is passed over, and the read runs on the primary.
+A flushed position that ends inside a record (the WAL writer flushes whole pages) is flushed past first
+(`_FLUSH_PAST`), since replay cannot reach it until the rest of that record is flushed.
 
 Nothing here is remembered about who wrote what: the only state is each replica's health (down or behind: not
 tried for a few seconds, in this process), which decides where a read is tried first, never what it sees.
