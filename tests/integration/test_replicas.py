@@ -23,8 +23,9 @@ from app.http.app import health_endpoint
 from app.main import settings_view
 from app.services.context import AppContext
 from tests.conftest import make_user
-from tests.helpers import ToolCaller
+from tests.helpers import ToolCaller, own_transaction
 from tests.support.standby import Standby, standby_of
+from tests.support.team import team
 
 ROUNDS = 1000  # the issue's count: write, then read at once
 WRITERS = 4  # at once, each on its own thought: the replica replays the others' writes meanwhile
@@ -135,6 +136,30 @@ async def test_a_replica_behind_the_write_is_passed_over(replicated: AppContext,
         assert isinstance(replica["lag_seconds"], float) and replica["lag_seconds"] >= 0
     finally:
         await asyncio.to_thread(standby.psql, "SELECT pg_wal_replay_resume()")
+
+
+async def test_a_replica_read_sees_only_the_callers_projects(replicated: AppContext) -> None:
+    crew = await team(replicated)
+    await caught_up(replicated)
+    before = routed(replicated).get("replica", 0)
+    secret_id = crew.secret.thought_ids[0]
+    refused = await crew.bob("memory_recall", {"action": "get", "thought_id": secret_id})
+    assert refused.error["statusCode"] == 404 and refused.error["message"] == f"Thought {secret_id} not found"
+    found = await crew.bob.ok("memory_recall", {"action": "search", "query": "master key note"})
+    ids = {item["thought"]["id"] for item in found.items}
+    assert crew.global_thought_id in ids and not ids & set(crew.secret.thought_ids + crew.vault.thought_ids)
+    assert (await crew.carl.ok("memory_recall", {"action": "get", "thought_id": secret_id})).item["id"] == secret_id
+    assert routed(replicated).get("replica", 0) > before  # the reads above did take the replica path
+    # Hits counted on the primary after a replica read follow the same rule: bob is no member of `secret`, so the
+    # global thought of it he found counts none; carl, a member, counts his get.
+    hits = await count_hits(replicated)
+    assert crew.global_thought_id not in hits and hits.get(secret_id) == 1
+
+
+async def count_hits(context: AppContext) -> dict[str, int]:
+    async with own_transaction(context) as session:
+        found = await session.execute(text("SELECT thought_id::text, hit_count FROM thought_hit"))
+        return {row.thought_id: row.hit_count for row in found}
 
 
 async def test_health_reports_each_replica_beside_the_existing_checks(replicated: AppContext) -> None:
