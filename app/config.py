@@ -272,6 +272,8 @@ class Settings(BaseSettings):
     )
 
     database_url: SecretStr | None = None
+    # Streaming replicas of that database, comma-separated URLs: the reads run there (app.db.replicas).
+    read_database_urls: SecretStr | None = None
     data_dir: Path = DEFAULT_DATA_DIR
     embedded: EmbeddedDatabaseSettings = EmbeddedDatabaseSettings()
     host: str = "127.0.0.1"
@@ -297,6 +299,22 @@ class Settings(BaseSettings):
     oauth: OAuthSettings = OAuthSettings()
     console: ConsoleSettings = ConsoleSettings()
     pool_size: int = Field(default=10, ge=1, le=200)
+
+    @field_validator("read_database_urls")
+    @classmethod
+    def _read_urls_are_urls(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():  # set but empty: no replicas
+            return None
+        for url in value.get_secret_value().split(","):
+            if not url.strip().startswith("postgresql"):
+                raise ValueError("each of the comma-separated read database URLs must be a postgresql+asyncpg:// URL")
+        return value
+
+    def read_urls(self) -> list[str]:
+        """`read_database_urls`, one URL per replica (none: every read on the primary)."""
+        if self.read_database_urls is None:
+            return []
+        return [url.strip() for url in self.read_database_urls.get_secret_value().split(",")]
 
 
 def load_settings() -> Settings:

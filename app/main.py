@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
+from app.db import replicas
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
@@ -43,7 +44,10 @@ logger = logging.getLogger("app")
 
 
 def build_context(settings: Settings, url: str) -> AppContext:
-    database = Database(build_engine(url, settings.pool_size))
+    timeout = replicas.CONNECT_TIMEOUT_SECONDS
+    read_engines = [build_engine(read_url, settings.pool_size, timeout) for read_url in settings.read_urls()]
+    replica_set = replicas.ReplicaSet.of(read_engines) if read_engines else None
+    database = Database(build_engine(url, settings.pool_size), replica_set)
     view = settings_view(settings, url)
     limiter = RateLimiter(settings.rate_limit.per_minute) if settings.rate_limit.per_minute else None
     return AppContext(database, EmbeddingRuntime(settings.embedding), settings, view, limiter)
@@ -65,8 +69,9 @@ def settings_view(settings: Settings, url: str) -> dict[str, Any]:
         else:
             flat[prefix] = str(value) if isinstance(value, Path) else value
 
-    walk("", settings.model_dump(exclude={"database_url"}))
+    walk("", settings.model_dump(exclude={"database_url", "read_database_urls"}))
     flat["database_url"] = mask_url(url) if settings.database_url else f"embedded ({settings.data_dir / 'pgdata'})"
+    flat["read_database_urls"] = ",".join(mask_url(read_url) for read_url in settings.read_urls())
     return dict(sorted(flat.items()))
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, Opera
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from app.db.replicas import ReplicaLost, ReplicaSet, replica_failure
 from app.db.vector import configure_vector_session
 from app.db.visibility import caller_of, scoped
 from app.db.visibility import install as install_visibility
@@ -19,7 +20,7 @@ from app.db.visibility import install as install_visibility
 CONNECT_TIMEOUT_SECONDS = 5  # an unreachable server fails the call fast instead of hanging in connect
 
 
-def build_engine(url: str, pool_size: int) -> AsyncEngine:
+def build_engine(url: str, pool_size: int, connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> AsyncEngine:
     engine = create_async_engine(
         url,
         pool_size=pool_size,
@@ -27,7 +28,7 @@ def build_engine(url: str, pool_size: int) -> AsyncEngine:
         pool_timeout=10,
         connect_args={
             "command_timeout": 60,
-            "timeout": CONNECT_TIMEOUT_SECONDS,
+            "timeout": connect_timeout,
             "server_settings": {"application_name": "synaptomind"},
         },
     )
@@ -95,10 +96,11 @@ def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 
 
 class Database:
-    """Owns the engine; hands out units of work (a session inside one transaction)."""
+    """Owns the engine (and the read replicas' engines); hands out units of work (a session inside one transaction)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, replicas: ReplicaSet | None = None) -> None:
         self.engine = engine
+        self.replicas = replicas
         self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
 
     @asynccontextmanager
@@ -108,6 +110,31 @@ class Database:
         async with self._sessions() as session, session.begin():
             await install_visibility(session)
             yield session
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncSession]:
+        """A unit of work that only reads: on a read replica that has every commit acknowledged before now
+        (app.db.replicas), else on the primary, as `unit_of_work`. A replica's failure under the read raises
+        `ReplicaLost`, which the tool boundary answers by running the call again on the primary."""
+        acquired = await self.replicas.acquire(self.engine) if self.replicas is not None else None
+        if acquired is None:
+            async with self.unit_of_work() as session:
+                yield session
+            return
+        assert self.replicas is not None
+        connection, replica = acquired
+        try:
+            async with self.replicas.session_on(connection, replica) as session:
+                await install_visibility(session)
+                yield session
+        except DBAPIError as error:
+            if not replica_failure(error, is_unavailable(error)):
+                raise
+            self.replicas.lost(replica, error)
+            raise ReplicaLost(f"replica {replica.number}: {type(error).__name__}") from error
+        except (OSError, TimeoutError, PoolTimeoutError) as error:
+            self.replicas.lost(replica, error)
+            raise ReplicaLost(f"replica {replica.number}: {type(error).__name__}") from error
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[AsyncSession]:
@@ -121,6 +148,8 @@ class Database:
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self.replicas is not None:
+            await self.replicas.dispose()
 
 
 async def execute_core(

@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
@@ -210,7 +211,11 @@ def health_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JSONRe
         database = await _database_status(context)
         embedder = context.embedding.status()
         status = "ok" if database == "ok" else "unavailable"
-        body = {"status": status, "checks": {"database": database, "embedder": embedder}}
+        checks: dict[str, Any] = {"database": database, "embedder": embedder}
+        if context.db.replicas is not None and database == "ok":
+            # Reported, not counted: reads fall back to the primary (docs/DEPLOY.md, "Read replicas").
+            checks["replicas"] = await context.db.replicas.status(context.db.engine)
+        body = {"status": status, "checks": checks}
         return JSONResponse(body, status_code=200 if database == "ok" else 503)
 
     return health

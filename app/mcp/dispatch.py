@@ -18,10 +18,11 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from app.db.records import Principal
+from app.db.replicas import retried_on_primary
 from app.db.visibility import ROLE_RANK, Caller, acting_as
 from app.errors import AppError, bad_request, forbidden, unavailable
 from app.mcp import wire
-from app.mcp.calls import CallContext
+from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.classify import classify
 from app.mcp.confirm import ConfirmFlow, run_confirm_flow
 from app.mcp.registry import Action, ToolSpec
@@ -188,6 +189,12 @@ def _rate_limit(app: AppContext, principal: Principal) -> None:
         )
 
 
+async def _run_handler(action: Action, args: Any, ctx: CallContext) -> ToolAnswer:
+    if isinstance(action.handler, ConfirmFlow):
+        return await run_confirm_flow(action.handler, args, ctx)
+    return await action.handler(args, ctx)
+
+
 async def _dispatch(
     spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal, request_id: str, commits: _Commits
 ) -> CallToolResult:
@@ -204,10 +211,8 @@ async def _dispatch(
         ctx = CallContext(app=app, principal=principal, tool=spec.name, action=action.name)
         # Every unit of work of the call sees only the caller's projects (app.db.visibility).
         with acting_as(Caller(principal, _call_label(spec, action), action.role)):
-            if isinstance(action.handler, ConfirmFlow):
-                answer = await run_confirm_flow(action.handler, args, ctx)
-            else:
-                answer = await action.handler(args, ctx)
+            # A read lost on a replica runs again on the primary, unless something of the call committed.
+            answer = await retried_on_primary(lambda: _run_handler(action, args, ctx), lambda: not commits.seen)
         return wire.success(answer.payload, answer.raw_text)
     except Exception as error:
         # After a commit, a driver or value error is no refusal ("nothing was written", "invalid arguments"): the

@@ -11,13 +11,15 @@ builds it inside the transaction that counts them, so an answer that fails to bu
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.records import ThoughtRecord, UrlLinkRecord
+from app.db.replicas import on_replica
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, VectorScan, status_filter
@@ -51,9 +53,39 @@ def calibration(app: AppContext) -> Calibration:
     return Calibration(unrelated, strong)
 
 
-def search_service(session: AsyncSession, app: AppContext, count_hits: bool = True) -> SearchService:
-    hits = HitService(session, app.settings.primer.promote_threshold) if count_hits else None
-    return SearchService(session, app.embedding, calibration(app), app.settings.search, hits)
+def search_service(
+    session: AsyncSession, app: AppContext, count_hits: bool = True, hits: HitService | None = None
+) -> SearchService:
+    if hits is None and count_hits:
+        hits = HitService(session, app.settings.primer.promote_threshold)
+    return SearchService(session, app.embedding, calibration(app), app.settings.search, hits if count_hits else None)
+
+
+class _DeferredHits(HitService):
+    """The hits of a read on a replica, which cannot write them: collected, then counted on the primary."""
+
+    def __init__(self, session: AsyncSession, promote_threshold: int) -> None:
+        super().__init__(session, promote_threshold)
+        self.ids: list[uuid.UUID] = []
+
+    async def record(self, thought_ids: Iterable[uuid.UUID]) -> None:
+        self.ids.extend(thought_ids)
+
+
+@asynccontextmanager
+async def _reading(app: AppContext) -> AsyncIterator[tuple[AsyncSession, HitService]]:
+    """A read's unit of work (on a replica when one has caught up, app.db.replicas) and where its hits go: the
+    same transaction on the primary; on a replica, a transaction on the primary once the answer is built."""
+    threshold = app.settings.primer.promote_threshold
+    async with app.db.reading() as session:
+        if not on_replica(session):
+            yield session, HitService(session, threshold)
+            return
+        deferred = _DeferredHits(session, threshold)
+        yield session, deferred
+    if deferred.ids:
+        async with app.db.unit_of_work() as primary:
+            await HitService(primary, threshold).record(deferred.ids)
 
 
 def scoped_filter(scope: ReadScope, status: str, **filters: Any) -> ThoughtFilter:
@@ -116,7 +148,7 @@ async def search_answered(
     if id_query is None:
         vector.start()
     try:
-        async with app.db.unit_of_work() as session:
+        async with _reading(app) as (session, hits):
             scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
             where = scoped_filter(
                 scope,
@@ -139,7 +171,7 @@ async def search_answered(
                 id_query=id_query,
                 id_parsed=True,
             )
-            outcome = await search_service(session, app).search(query)
+            outcome = await search_service(session, app, hits=hits).search(query)
             ids = [hit.thought.id for hit in outcome.hits]
             links = await _links(session, request.include_url_links, ids)
             clusters = await SearchRepository(session).clusters_of(ids) if request.group_by_cluster else {}
@@ -187,7 +219,7 @@ async def context_answered(
     if request.query is not None:
         vector.start()
     try:  # a failed call must not leave its query embedding running
-        async with app.db.unit_of_work() as session:
+        async with _reading(app) as (session, hits):
             if request.thought_id is not None:
                 found = await ThoughtRepository(session).get(request.thought_id)
                 if found is None:
@@ -207,7 +239,7 @@ async def context_answered(
             upstream, downstream = await GraphService(session).neighbourhood(thought.id, request.max_edges)
             neighbours = [n.thought.id for n in [*upstream, *downstream]]
             # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
-            await HitService(session, app.settings.primer.promote_threshold).record([thought.id, *neighbours])
+            await hits.record([thought.id, *neighbours])
             links = await _links(session, request.include_url_links, [thought.id, *neighbours])
             return answer(ContextResult(thought, upstream, downstream, scope, degraded, links))
     finally:
@@ -235,8 +267,7 @@ async def get_answered(
     answer: Callable[[GetResult], Answered],
 ) -> Answered:
     """One thought (and its edges); `answer` runs before the commit of its hit."""
-    async with app.db.unit_of_work() as session:
-        hits = HitService(session, app.settings.primer.promote_threshold)
+    async with _reading(app) as (session, hits):
         found = await RecallService(session, hits).get(thought_id, include_edges, app.settings.graph.max_degree)
         ids = [found.thought.id, *(n.thought.id for n in [*found.upstream, *found.downstream])]
         links = await _links(session, include_url_links, ids)
@@ -263,7 +294,7 @@ class ChainResult:
 
 async def chain(app: AppContext, thought_id: uuid.UUID, max_depth: int, include_url_links: bool) -> ChainResult:
     """The parent/develops chain both ways, `max_depth` steps at most, CHAIN_CAP thoughts at most."""
-    async with app.db.unit_of_work() as session:
+    async with app.db.reading() as session:
         graph = GraphService(session)
         thought = await graph.thoughts.get(thought_id)
         if thought is None:
@@ -298,7 +329,7 @@ class PageResult:
 
 async def page(app: AppContext, request: PageRequest) -> PageResult:
     """Newest first."""
-    async with app.db.unit_of_work() as session:
+    async with app.db.reading() as session:
         scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
         where = ThoughtFilter(
             project_id=scope.project.id if scope.project else None,

@@ -18,7 +18,7 @@ async def read_slots(
     app: AppContext, cwd: str | None, limit: int | None, offset: int
 ) -> tuple[ReadScope, list[SlotView]]:
     """Every slot of the scope; `limit`/`offset` page the pending_items slot (default page 50)."""
-    async with app.db.unit_of_work() as session:
+    async with app.db.reading() as session:
         scope = await resolve_read_scope(ProjectRepository(session), cwd)
         project_id = scope.project.id if scope.project else None
         views = await SlotService(session, app.settings.slots.default_max_chars).read_all(
@@ -28,7 +28,7 @@ async def read_slots(
 
 
 async def read_frontier(app: AppContext, cwd: str | None) -> tuple[ReadScope, list[FrontierEntry]]:
-    async with app.db.unit_of_work() as session:
+    async with app.db.reading() as session:
         scope = await resolve_read_scope(ProjectRepository(session), cwd)
         entries = await FrontierService(session).frontier(scope.project.id if scope.project else None)
     return scope, entries
