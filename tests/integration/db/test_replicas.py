@@ -23,7 +23,7 @@ from app.http.app import health_endpoint
 from app.main import settings_view
 from app.services.context import AppContext
 from tests.conftest import make_user
-from tests.helpers import ToolCaller, own_transaction
+from tests.support.helpers import ToolCaller, own_transaction
 from tests.support.standby import Standby, standby_of
 from tests.support.team import team
 
