@@ -54,7 +54,7 @@ class ClustersRequest(Ranking, LinksRequest, CwdRequest):
     is_cluster: bool | None = Field(default=None, description=IS_CLUSTER)
 
 
-class SearchRequest(ClustersRequest, Reranking):
+class SearchRequest(Reranking, ClustersRequest):
     """One search (`memory_recall action=search`, the console's search page)."""
 
     min_importance: float | None = Field(default=None, ge=0, le=1, description="importance floor")

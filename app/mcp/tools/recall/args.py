@@ -31,7 +31,7 @@ class ReadArgs(ShapeArgs, LinksArgs):
     pass
 
 
-class SearchArgs(SearchRequest, ShapeArgs):
+class SearchArgs(SearchRequest, ReadArgs, CwdArgs):
     action: Literal["search"]
 
 
@@ -55,7 +55,7 @@ class ChainArgs(ReadArgs):
     max_degree: int | None = Field(default=None, ge=1, le=500, description=MAX_DEGREE)
 
 
-class ClustersArgs(ClustersRequest, ShapeArgs):
+class ClustersArgs(ClustersRequest, ReadArgs, CwdArgs):
     action: Literal["clusters"]
 
 
