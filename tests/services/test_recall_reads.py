@@ -12,9 +12,9 @@ from app.errors import AppError
 from app.services.context import AppContext
 from app.services.recall import operations as recall_operations
 from app.services.recall import search
-from app.services.recall.operations import ContextRequest, PageRequest, calibration
+from app.services.recall.operations import ContextRequest, calibration
 from app.services.recall.relevance import Calibration
-from app.services.recall.requests import SearchRequest
+from app.services.recall.requests import PageRequest, SearchRequest
 from tests.conftest import settings_with
 from tests.helpers import ToolCaller
 from tests.integration.search_support import create, hit_count, link, make_cluster, register
@@ -134,8 +134,8 @@ async def test_chain_walks_both_ways(writer: ToolCaller, app_context: AppContext
 async def test_page_counts_the_total_beyond_the_page(writer: ToolCaller, app_context: AppContext) -> None:
     for n in range(3):
         await create(writer, f"Inventory row {n}", tags=["inventory"])
-    found = await recall_operations.page(app_context, PageRequest(None, "all", 2, 0, tag="inventory"))
+    found = await recall_operations.page(app_context, PageRequest(limit=2, tag="inventory"))
     assert len(found.rows) == 2 and found.total == 3 and found.links is None
     assert not found.scope.cwd_given
-    rest = await recall_operations.page(app_context, PageRequest(None, "all", 2, 2, tag="inventory"))
+    rest = await recall_operations.page(app_context, PageRequest(limit=2, offset=2, tag="inventory"))
     assert len(rest.rows) == 1 and rest.total == 3

@@ -28,7 +28,7 @@ from app.services.recall.graph import ChainStep, GraphService
 from app.services.recall.hits import HitService
 from app.services.recall.id_lookup import IdQuery, parse_id_query
 from app.services.recall.relevance import Calibration
-from app.services.recall.requests import Ranking, Reranking, SearchRequest
+from app.services.recall.requests import PageRequest, Ranking, Reranking, SearchRequest
 from app.services.recall.search import QueryVector, SearchOutcome, SearchQuery, SearchService
 from app.services.recall.thoughts import Neighbour, RecallService, ThoughtWithEdges
 from app.services.scope import ReadScope, resolve_read_scope
@@ -257,17 +257,6 @@ async def chain(app: AppContext, thought_id: uuid.UUID, max_depth: int, include_
 
 
 # ---------------------------------------------------------------- the paged inventory
-
-
-@dataclass(frozen=True)
-class PageRequest:
-    cwd: str | None
-    status: str
-    limit: int
-    offset: int
-    include_url_links: bool = False
-    tag: str | None = None
-    is_cluster: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""memory_recall's search requests, declared once, with their defaults, bounds and descriptions.
+"""memory_recall's search and page requests, declared once, with their defaults, bounds and descriptions.
 
 The tool's argument models derive from them (`app/mcp/tools/recall/args.py` adds `action` and the output shape), the
 operations read them (`app.services.recall.operations.search`), and the search service ranks by their `Ranking` and
@@ -64,3 +64,19 @@ class SearchRequest(Reranking, ClustersRequest):
     def of_clusters(cls, request: ClustersRequest) -> SearchRequest:
         """The search a clusters request runs: cluster thoughts only, search's other arguments at their defaults."""
         return cls.model_validate({**request.model_dump(include=set(ClustersRequest.model_fields)), "is_cluster": True})
+
+
+class PageRequest(LinksRequest, CwdRequest):
+    """A page of the thought inventory, newest first: what `memory_recall list` takes. `memory_reflect timeline`
+    describes its paging arguments its own way and reaches the same request through `of`."""
+
+    status: StatusFilter = Field(default="all", description=STATUS)
+    tag: TagStr | None = Field(default=None, description=TAG)
+    is_cluster: bool | None = Field(default=None, description=IS_CLUSTER)
+    limit: int = Field(default=50, ge=1, le=500, description=LIMIT)
+    offset: int = Field(default=0, ge=0, description="list: rows to skip")
+
+    @classmethod
+    def of(cls, arguments: BaseModel) -> PageRequest:
+        """The page another tool's arguments name, read by field name (a field they lack keeps its default)."""
+        return cls.model_validate(arguments, from_attributes=True)

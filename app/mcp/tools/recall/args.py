@@ -1,6 +1,6 @@
 """memory_recall argument models: search, get, context, chain, clusters, list.
 
-search and clusters take their service's request models (app.services.recall.requests), adding only `action` and
+search, clusters and list take their service's request models (app.services.recall.requests), adding only `action` and
 the output shape: an argument, its default, bounds and description are declared there once."""
 
 from __future__ import annotations
@@ -9,18 +9,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.mcp.tools.common import CwdArgs, IdStr, LinksArgs, QueryStr, ShapeArgs, TagStr
-from app.services.recall.requests import (
-    IS_CLUSTER,
-    LIMIT,
-    MIN_RELEVANCE,
-    QUERY,
-    STATUS,
-    TAG,
-    ClustersRequest,
-    SearchRequest,
-    StatusFilter,
-)
+from app.mcp.tools.common import CwdArgs, IdStr, LinksArgs, QueryStr, ShapeArgs
+from app.services.recall.requests import MIN_RELEVANCE, QUERY, ClustersRequest, PageRequest, SearchRequest
 
 TOOL = "memory_recall"
 THOUGHT_ID = "thought id"
@@ -59,10 +49,5 @@ class ClustersArgs(ClustersRequest, ReadArgs, CwdArgs):
     action: Literal["clusters"]
 
 
-class ListArgs(ReadArgs, CwdArgs):
+class ListArgs(PageRequest, ReadArgs, CwdArgs):
     action: Literal["list"]
-    status: StatusFilter = Field(default="all", description=STATUS)
-    tag: TagStr | None = Field(default=None, description=TAG)
-    is_cluster: bool | None = Field(default=None, description=IS_CLUSTER)
-    limit: int = Field(default=50, ge=1, le=500, description=LIMIT)
-    offset: int = Field(default=0, ge=0, description="list: rows to skip")

@@ -17,7 +17,6 @@ from app.services.recall.operations import (
     ContextRequest,
     ContextResult,
     GetResult,
-    PageRequest,
     SearchResult,
 )
 from app.services.recall.requests import SearchRequest
@@ -196,7 +195,4 @@ def _get_answer(args: GetArgs, read: GetResult) -> ToolAnswer:
 
 
 async def list_thoughts(args: ListArgs, ctx: CallContext) -> ToolAnswer:
-    request = PageRequest(
-        args.cwd, args.status, args.limit, args.offset, args.include_url_links, args.tag, args.is_cluster
-    )
-    return await thought_page(ctx, "list", request, args.compact is not False, args.fields)
+    return await thought_page(ctx, "list", args, args.compact is not False, args.fields)

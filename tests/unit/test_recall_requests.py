@@ -1,5 +1,5 @@
-"""A search's arguments are declared once (app/services/recall/requests.py): the tool takes the request model as its
-arguments, and the search service's query receives every ranking field of it as sent."""
+"""app/services/recall/requests.py: a search's (and a page's) arguments are declared once — the tool takes the
+request model as its arguments, and the search service's query receives every ranking field of it as sent."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pydantic import BaseModel
 
 from app.db.repositories.thoughts import ThoughtFilter
 from app.mcp.tools.common import ShapeArgs
-from app.mcp.tools.recall.args import ClustersArgs, SearchArgs
+from app.mcp.tools.recall.args import ClustersArgs, ListArgs, SearchArgs
+from app.mcp.tools.reflect.args import TimelineArgs
 from app.services.recall.operations import search_query
-from app.services.recall.requests import ClustersRequest, Ranking, Reranking, SearchRequest
+from app.services.recall.requests import ClustersRequest, PageRequest, Ranking, Reranking, SearchRequest
 from app.services.recall.search import SearchQuery
 
 # A value other than the default for every field of Ranking and Reranking.
@@ -63,3 +64,12 @@ def test_clusters_search_cluster_thoughts_with_searchs_other_defaults() -> None:
     request = SearchRequest.of_clusters(args)
     assert (request.is_cluster, request.limit, request.hybrid, request.query) == (True, 3, False, "q")
     assert request.recency_half_life_days == SearchRequest.model_fields["recency_half_life_days"].default
+
+
+def test_list_takes_the_page_request_and_timeline_reaches_it_by_field_name() -> None:
+    assert issubclass(ListArgs, PageRequest)
+    assert _fields(ListArgs) == _fields(PageRequest, ShapeArgs) | {"action"}
+    sent = {"cwd": "/work/app", "status": "draft", "limit": 7, "offset": 3, "include_url_links": True}
+    page = PageRequest.of(TimelineArgs.model_validate({"action": "timeline", **sent, "compact": True}))
+    assert type(page) is PageRequest
+    assert page.model_dump() == {**sent, "tag": None, "is_cluster": None}
