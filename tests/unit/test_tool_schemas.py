@@ -25,7 +25,8 @@ TOOLS_LIST_BUDGET = 16_150
 # tools/list as main advertised it before the schemas were built from the services' request models (2026-12-01,
 # 16,475 characters): every tool's name, description, input schema, output schema and hints. Regenerate it only for
 # a deliberate change of the advertised surface, in the commit that makes it.
-BASELINE = Path(__file__).parent.parent / "fixtures" / "tools_list.json"
+TESTS = next(folder for folder in Path(__file__).resolve().parents if folder.name == "tests")
+BASELINE = TESTS / "support" / "tools_list.json"
 # What a property says, as a client reads it; anything else (key order, a type its enum implies) is layout.
 MEANING_KEYS = (
     "type",
