@@ -38,7 +38,7 @@ def _retired_entry(name: str, text: str) -> str:
 
 
 def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop titles, collapse Optional[X] to X and inline nothing else: agents read every byte."""
+    """Drop titles and the type an enum's values imply, collapse Optional[X] to X: agents read every byte."""
     schema = {key: value for key, value in schema.items() if key != "title"}
     if "default" in schema and schema["default"] is None:
         del schema["default"]
@@ -61,6 +61,9 @@ def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
         del schema["additionalProperties"]  # the models refuse unknown keys by name
     if schema.get("type") == "boolean" and schema.get("default") is False:
         del schema["default"]  # absent is false
+    enum = schema.get("enum")
+    if schema.get("type") == "string" and isinstance(enum, list) and all(isinstance(value, str) for value in enum):
+        del schema["type"]  # the values say it: an enum of strings takes only strings
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), dict):
             schema[key] = _compact_schema(schema[key])
@@ -136,7 +139,7 @@ def build_input_schema(spec: ToolSpec) -> dict[str, Any]:
                 variants.setdefault(name, []).append((action.name, prop))
     properties: dict[str, Any] = {}
     if spec.has_actions:
-        properties["action"] = {"type": "string", "enum": [action.name for action in spec.actions]}
+        properties["action"] = {"enum": [action.name for action in spec.actions]}
     properties.update({name: _merged(found) for name, found in variants.items()})
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if spec.has_actions:

@@ -1,69 +1,36 @@
-"""Argument types shared by the per-action models, and small adapter helpers.
+"""The argument mixins shared by the per-action models, and small adapter helpers.
 
-Every kind of argument has its range declared here, once: an id, a tag and a tag list, a path, a query, a text,
-a list of ids, a time. An action's model uses the type, so a new action that takes tags (say) takes them with
-the same bounds as every other one (issue 22: three actions took tag lists without any). Numbers and booleans
-are strict (`ArgumentModel`); the contract lists the ranges in mcp-tools.md "Argument types".
+Every kind of argument (an id, a tag list, a path, a query, a text, a time, …) has its range declared once, in
+`app.services.kinds`, where a service's request model can use it too; this module re-exports the kinds for the
+argument models. Numbers and booleans are strict (`ArgumentModel`); the contract lists the ranges in mcp-tools.md
+"Argument types".
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp_types import ToolAnnotations
-from pydantic import AfterValidator, BeforeValidator, Field, Strict, StringConstraints, WithJsonSchema
-from pydantic_core import PydanticCustomError
+from pydantic import Field, StringConstraints
 
-from app.db.models import EdgeType
-from app.formats import MAX_TAG_LENGTH, MAX_TAGS, parse_moment
 from app.ids import parse_uuid
 from app.mcp.arguments import ActionArgs
-
-MAX_BATCH = 1000  # ids or rows one call names: archive_batch, cluster members, link_batch, unlink_batch, compact
-MAX_TEXT = 100_000  # a size guard on a thought's text: the services hold it to `content.hard_limit`
-MAX_QUERY = 2000
-MAX_PATH = 4096
-
-IdStr = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-TagStr = Annotated[str, StringConstraints(max_length=MAX_TAG_LENGTH)]
-# The services trim each tag, refuse a blank one (`Invalid '<argument>': tags must be non-empty strings`) and
-# drop case-insensitive repeats (`app.services.store.thoughts.normalize_tags`).
-TagList = Annotated[list[TagStr], Field(max_length=MAX_TAGS)]  # create, update, bulk rows, cluster, merge, compact
-CwdStr = Annotated[str, StringConstraints(max_length=MAX_PATH)]
-TextStr = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
-IdList = Annotated[list[IdStr], Field(min_length=1, max_length=MAX_BATCH)]
-# Its values are the strings of `EdgeType`: strict models take an enum's values, not only its members.
-EdgeTypeArg = Annotated[EdgeType, Strict(False)]
+from app.services.kinds import MAX_BATCH as MAX_BATCH
+from app.services.kinds import CwdRequest, LinksRequest
+from app.services.kinds import CwdStr as CwdStr
+from app.services.kinds import EdgeTypeArg as EdgeTypeArg
+from app.services.kinds import IdList as IdList
+from app.services.kinds import IdStr as IdStr
+from app.services.kinds import Moment as Moment
+from app.services.kinds import QueryStr as QueryStr
+from app.services.kinds import TagList as TagList
+from app.services.kinds import TagStr as TagStr
+from app.services.kinds import TextStr as TextStr
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise PydanticCustomError("blank", "must not be blank (only whitespace): send words to search for, or an id")
-    return value
-
-
-QueryStr = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY), AfterValidator(_not_blank)]
-
-
-def _moment(value: Any) -> datetime:
-    try:
-        return parse_moment(value)
-    except ValueError as error:
-        raise PydanticCustomError("moment", str(error)) from None
-
-
-# A time argument (`surface_after`, and any later one): see app/formats.py for the range and the spellings.
-Moment = Annotated[
-    datetime,
-    BeforeValidator(_moment),
-    WithJsonSchema({"type": "string", "format": "date-time"}),
-]
-
-
-class CwdArgs(ActionArgs):
-    cwd: CwdStr | None = Field(default=None, description="working directory (scope)")
+class CwdArgs(CwdRequest, ActionArgs):
+    pass
 
 
 class ShapeArgs(ActionArgs):
@@ -73,8 +40,8 @@ class ShapeArgs(ActionArgs):
     )
 
 
-class LinksArgs(ActionArgs):
-    include_url_links: bool = Field(default=False, description="attach url_links")
+class LinksArgs(LinksRequest, ActionArgs):
+    pass
 
 
 CONFIRM = "true executes"

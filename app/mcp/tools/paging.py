@@ -8,7 +8,7 @@ from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.envelope import Meta, collection
 from app.mcp.shaping import ThoughtShaper
 from app.services.recall import operations as recall_operations
-from app.services.recall.operations import PageRequest
+from app.services.recall.requests import PageRequest
 
 
 async def thought_page(

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -28,13 +28,15 @@ from app.errors import not_found
 from app.services.context import AppContext
 from app.services.recall.graph import ChainStep, GraphService
 from app.services.recall.hits import HitService
-from app.services.recall.id_lookup import parse_id_query
+from app.services.recall.id_lookup import IdQuery, parse_id_query
 from app.services.recall.relevance import Calibration
+from app.services.recall.requests import PageRequest, Ranking, Reranking, SearchRequest
 from app.services.recall.search import QueryVector, SearchOutcome, SearchQuery, SearchService
 from app.services.recall.thoughts import Neighbour, RecallService, ThoughtWithEdges
 from app.services.scope import ReadScope, resolve_read_scope
 
 Links = dict[uuid.UUID, list[UrlLinkRecord]]
+RANKED = set(Ranking.model_fields) | set(Reranking.model_fields)
 Answered = TypeVar("Answered")
 
 
@@ -107,30 +109,19 @@ async def _links(session: AsyncSession, wanted: bool, ids: list[uuid.UUID]) -> L
 
 
 @dataclass(frozen=True)
-class SearchRequest:
-    text: str
-    cwd: str | None
-    status: str
-    limit: int
-    hybrid: bool = True
-    tag: str | None = None
-    is_cluster: bool | None = None
-    min_importance: float | None = None
-    min_relevance: float | None = None
-    recency_weight: float = 0.0
-    recency_half_life_days: float = 30.0
-    supersession_mode: Literal["flag", "suppress", "off"] = "flag"
-    contradiction_mode: Literal["flag", "off"] = "flag"
-    include_url_links: bool = False
-    group_by_cluster: bool = False
-
-
-@dataclass(frozen=True)
 class SearchResult:
     scope: ReadScope
     outcome: SearchOutcome
     links: Links | None
     clusters: dict[Any, Any]  # hit id → (cluster id, cluster content), when grouped
+
+
+def search_query(
+    request: SearchRequest, where: ThoughtFilter, vector: QueryVector | None, id_query: IdQuery | None
+) -> SearchQuery:
+    """What the pipeline runs for a request: its Ranking and Reranking fields as sent, its scope's filter."""
+    ranked = request.model_dump(include=RANKED)
+    return SearchQuery(text=request.query, where=where, vector=vector, id_query=id_query, id_parsed=True, **ranked)
 
 
 async def search(app: AppContext, request: SearchRequest) -> SearchResult:
@@ -143,8 +134,8 @@ async def search_answered(
     """One search: an id-shaped query is looked up (it embeds only if the lookup misses); any other query's
     embedding runs while the transaction resolves the scope and runs the lexical leg. `answer` runs before the
     commit that counts the hits."""
-    id_query = parse_id_query(request.text)
-    vector = QueryVector(app.embedding, request.text)
+    id_query = parse_id_query(request.query)
+    vector = QueryVector(app.embedding, request.query)
     if id_query is None:
         vector.start()
     try:
@@ -157,20 +148,7 @@ async def search_answered(
                 is_cluster=request.is_cluster,
                 min_importance=request.min_importance,
             )
-            query = SearchQuery(
-                text=request.text,
-                where=where,
-                limit=request.limit,
-                hybrid=request.hybrid,
-                min_relevance=request.min_relevance,
-                recency_weight=request.recency_weight,
-                recency_half_life_days=request.recency_half_life_days,
-                supersession_mode=request.supersession_mode,
-                contradiction_mode=request.contradiction_mode,
-                vector=vector,
-                id_query=id_query,
-                id_parsed=True,
-            )
+            query = search_query(request, where, vector, id_query)
             outcome = await search_service(session, app, hits=hits).search(query)
             ids = [hit.thought.id for hit in outcome.hits]
             links = await _links(session, request.include_url_links, ids)
@@ -229,7 +207,11 @@ async def context_answered(
                 scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
                 gate = request.min_relevance if request.min_relevance is not None else 0.0
                 query = SearchQuery(
-                    request.query or "", scoped_filter(scope, "active"), 1, min_relevance=gate, vector=vector
+                    text=request.query or "",
+                    where=scoped_filter(scope, "active"),
+                    limit=1,
+                    min_relevance=gate,
+                    vector=vector,
                 )
                 outcome = await search_service(session, app, count_hits=False).search(query)
                 degraded = outcome.degraded
@@ -306,17 +288,6 @@ async def chain(app: AppContext, thought_id: uuid.UUID, max_depth: int, include_
 
 
 # ---------------------------------------------------------------- the paged inventory
-
-
-@dataclass(frozen=True)
-class PageRequest:
-    cwd: str | None
-    status: str
-    limit: int
-    offset: int
-    include_url_links: bool = False
-    tag: str | None = None
-    is_cluster: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
+from pydantic import ConfigDict, InstanceOf
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import SearchSettings
@@ -22,6 +23,7 @@ from app.embedding.runtime import EmbeddingRuntime
 from app.services.recall.hits import HitService
 from app.services.recall.id_lookup import ID_PREFIX_MATCH_HARD_CAP, IdQuery, id_not_found_warning, parse_id_query
 from app.services.recall.relevance import Calibration
+from app.services.recall.requests import Ranking, Reranking
 
 RRF_K = 60  # of the reported rrf_score (the tie-break of the fusion)
 # The least standard deviation a leg's scores are divided by (_fuse): below it a leg's rows count as about
@@ -35,21 +37,18 @@ Standing = Literal["current", "contradicted", "superseded"]
 STANDING_ORDER = {"current": 0, "contradicted": 1, "superseded": 2}
 
 
-@dataclass(frozen=True)
-class SearchQuery:
+class SearchQuery(Ranking, Reranking):
+    """What the pipeline runs: the request's `Ranking` and `Reranking` (app.services.recall.requests, their defaults
+    and bounds declared there once), the text, and the read filter of its scope."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
     text: str
-    where: ThoughtFilter
-    limit: int
-    hybrid: bool = True
-    min_relevance: float | None = None  # None = the default gate
-    recency_weight: float = 0.0
-    recency_half_life_days: float = 30.0
-    supersession_mode: Literal["flag", "suppress", "off"] = "flag"
-    contradiction_mode: Literal["flag", "off"] = "flag"
+    where: InstanceOf[ThoughtFilter]
     # The caller's embedding of `text`, possibly already running; None = embed when the vector leg needs it.
-    vector: QueryVector | None = None
+    vector: InstanceOf[QueryVector] | None = None
     # `text` read as an id, when the caller has parsed it already (id_parsed); otherwise the search parses it.
-    id_query: IdQuery | None = None
+    id_query: InstanceOf[IdQuery] | None = None
     id_parsed: bool = False
 
 
@@ -74,6 +73,9 @@ class QueryVector:
     def cancel(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
+
+
+SearchQuery.model_rebuild()  # its `vector` field names QueryVector, declared after it
 
 
 @dataclass

@@ -232,7 +232,7 @@ def test_the_schema_advertises_the_contract_actions() -> None:
     for spec in ALL_SPECS[:-1]:
         schema = build_input_schema(spec)
         assert schema["required"] == ["action"]
-        assert schema["properties"]["action"] == {"type": "string", "enum": TOOL_MAP[spec.name]}
+        assert schema["properties"]["action"] == {"enum": TOOL_MAP[spec.name]}
     assert build_input_schema(SPECS["memory_guide"]) == {"type": "object", "properties": {}}
 
 

@@ -8,25 +8,24 @@ from app.errors import bad_request
 from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.shaping import ThoughtShaper, shape_edge
-from app.mcp.tools.common import uuid_arg
+from app.mcp.tools.common import ShapeArgs, uuid_arg
 from app.mcp.tools.paging import thought_page
-from app.mcp.tools.recall.args import ChainArgs, ClustersArgs, ContextArgs, GetArgs, ListArgs, ReadArgs, SearchArgs
+from app.mcp.tools.recall.args import ChainArgs, ClustersArgs, ContextArgs, GetArgs, ListArgs, SearchArgs
 from app.services.recall import operations as recall_operations
 from app.services.recall.graph import ChainStep
 from app.services.recall.operations import (
     ContextRequest,
     ContextResult,
     GetResult,
-    PageRequest,
-    SearchRequest,
     SearchResult,
 )
+from app.services.recall.requests import SearchRequest
 from app.services.recall.search import Hit, SearchOutcome
 from app.services.recall.thoughts import Neighbour
 from app.services.scope import ReadScope
 
 
-def _shaper(args: ReadArgs, links: dict[Any, Any] | None) -> ThoughtShaper:
+def _shaper(args: ShapeArgs, links: dict[Any, Any] | None) -> ThoughtShaper:
     return ThoughtShaper(compact=args.compact is not False, fields=args.fields, url_links=links)
 
 
@@ -103,24 +102,7 @@ def _group_by_cluster(hits: list[Hit], items: list[dict[str, Any]], clusters: di
 
 
 async def search_thoughts(args: SearchArgs, ctx: CallContext) -> ToolAnswer:
-    request = SearchRequest(
-        text=args.query,
-        cwd=args.cwd,
-        status=args.status,
-        limit=args.limit,
-        hybrid=args.hybrid,
-        tag=args.tag,
-        is_cluster=args.is_cluster,
-        min_importance=args.min_importance,
-        min_relevance=args.min_relevance,
-        recency_weight=args.recency_weight,
-        recency_half_life_days=args.recency_half_life_days,
-        supersession_mode=args.supersession_mode,
-        contradiction_mode=args.contradiction_mode,
-        include_url_links=args.include_url_links,
-        group_by_cluster=args.group_by_cluster,
-    )
-    return await _run_search(args, ctx, request)
+    return await _run_search(args, ctx, args)  # the arguments are the service's request
 
 
 async def search_clusters(args: ClustersArgs, ctx: CallContext) -> ToolAnswer:
@@ -129,18 +111,7 @@ async def search_clusters(args: ClustersArgs, ctx: CallContext) -> ToolAnswer:
             "Invalid argument 'is_cluster' for memory_recall action=clusters: false contradicts the action, which "
             "searches cluster thoughts only — drop is_cluster, or use action=search with is_cluster=false"
         )
-    request = SearchRequest(
-        text=args.query,
-        cwd=args.cwd,
-        status=args.status,
-        limit=args.limit,
-        hybrid=args.hybrid,
-        tag=args.tag,
-        is_cluster=True,
-        min_relevance=args.min_relevance,
-        include_url_links=args.include_url_links,
-    )
-    return await _run_search(args, ctx, request)
+    return await _run_search(args, ctx, SearchRequest.of_clusters(args))
 
 
 def _steps(rows: list[Neighbour], shape: ThoughtShaper) -> list[dict[str, Any]]:
@@ -224,7 +195,4 @@ def _get_answer(args: GetArgs, read: GetResult) -> ToolAnswer:
 
 
 async def list_thoughts(args: ListArgs, ctx: CallContext) -> ToolAnswer:
-    request = PageRequest(
-        args.cwd, args.status, args.limit, args.offset, args.include_url_links, args.tag, args.is_cluster
-    )
-    return await thought_page(ctx, "list", request, args.compact is not False, args.fields)
+    return await thought_page(ctx, "list", args, args.compact is not False, args.fields)

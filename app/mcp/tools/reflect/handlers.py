@@ -7,7 +7,7 @@ from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.envelope import Meta, single
 from app.mcp.tools.paging import thought_page
 from app.mcp.tools.reflect.args import ReflectArgs, TimelineArgs
-from app.services.recall.operations import PageRequest
+from app.services.recall.requests import PageRequest
 from app.services.reflect.operations import record_reflection
 from app.services.reflect.service import ReflectInput
 from app.services.store.thoughts import check_content
@@ -37,5 +37,5 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def timeline(args: TimelineArgs, ctx: CallContext) -> ToolAnswer:
-    request = PageRequest(args.cwd, args.status, args.limit, args.offset, args.include_url_links)
+    request = PageRequest.of(args)
     return await thought_page(ctx, "timeline", request, bool(args.compact), args.fields)

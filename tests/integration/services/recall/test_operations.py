@@ -12,8 +12,9 @@ from app.errors import AppError
 from app.services.context import AppContext
 from app.services.recall import operations as recall_operations
 from app.services.recall import search
-from app.services.recall.operations import ContextRequest, PageRequest, SearchRequest, calibration
+from app.services.recall.operations import ContextRequest, calibration
 from app.services.recall.relevance import Calibration
+from app.services.recall.requests import PageRequest, SearchRequest
 from tests.conftest import settings_with
 from tests.support.helpers import ToolCaller
 from tests.support.search import create, hit_count, link, make_cluster, register
@@ -23,7 +24,7 @@ async def test_a_search_spans_every_project_without_cwd_and_counts_its_hits(
     writer: ToolCaller, app_context: AppContext
 ) -> None:
     made = await create(writer, "The espresso machine descales every Friday")
-    found = await recall_operations.search(app_context, SearchRequest("espresso machine descaling", None, "active", 5))
+    found = await recall_operations.search(app_context, SearchRequest(query="espresso machine descaling", limit=5))
     assert [hit.thought.id for hit in found.outcome.hits][:1] == [uuid.UUID(made["id"])]
     assert not found.scope.cwd_given and found.scope.project is None
     assert found.links is None and found.clusters == {}
@@ -35,7 +36,7 @@ async def test_a_cwd_scopes_the_search_to_its_project(writer: ToolCaller, app_co
     inside = await create(writer, "Invoices are numbered per fiscal year", cwd="/work/billing")
     await create(writer, "Invoices of the old system used a global counter")
     found = await recall_operations.search(
-        app_context, SearchRequest("invoice numbering", "/work/billing/src", "active", 10, include_url_links=True)
+        app_context, SearchRequest(query="invoice numbering", cwd="/work/billing/src", include_url_links=True)
     )
     assert found.scope.project is not None and str(found.scope.project.id) == project["id"]
     assert [str(hit.thought.id) for hit in found.outcome.hits] == [inside["id"]]
@@ -57,7 +58,7 @@ async def test_an_id_query_is_parsed_once_and_never_embedded(
     monkeypatch.setattr(search, "parse_id_query", counting)
     started: list[bool] = []
     monkeypatch.setattr(search.QueryVector, "start", lambda self: started.append(True))
-    found = await recall_operations.search(app_context, SearchRequest(made["id"], None, "active", 5))
+    found = await recall_operations.search(app_context, SearchRequest(query=made["id"], limit=5))
     assert [str(hit.thought.id) for hit in found.outcome.hits] == [made["id"]]
     assert calls == [made["id"]] and started == []
 
@@ -66,9 +67,7 @@ async def test_a_clusters_request_reads_cluster_thoughts_only(writer: ToolCaller
     cluster = await create(writer, "Cluster: how the team reviews pull requests")
     await make_cluster(app_context, cluster["id"])
     await create(writer, "Pull requests need one approving review")
-    found = await recall_operations.search(
-        app_context, SearchRequest("pull request reviews", None, "active", 10, is_cluster=True)
-    )
+    found = await recall_operations.search(app_context, SearchRequest(query="pull request reviews", is_cluster=True))
     assert [str(hit.thought.id) for hit in found.outcome.hits] == [cluster["id"]]
 
 
@@ -135,8 +134,8 @@ async def test_chain_walks_both_ways(writer: ToolCaller, app_context: AppContext
 async def test_page_counts_the_total_beyond_the_page(writer: ToolCaller, app_context: AppContext) -> None:
     for n in range(3):
         await create(writer, f"Inventory row {n}", tags=["inventory"])
-    found = await recall_operations.page(app_context, PageRequest(None, "all", 2, 0, tag="inventory"))
+    found = await recall_operations.page(app_context, PageRequest(limit=2, tag="inventory"))
     assert len(found.rows) == 2 and found.total == 3 and found.links is None
     assert not found.scope.cwd_given
-    rest = await recall_operations.page(app_context, PageRequest(None, "all", 2, 2, tag="inventory"))
+    rest = await recall_operations.page(app_context, PageRequest(limit=2, offset=2, tag="inventory"))
     assert len(rest.rows) == 1 and rest.total == 3

@@ -40,7 +40,7 @@ def _service(settings: SearchSettings | None = None) -> Any:
 def _fuse(
     vector: list[LegRow], lexical: list[LegRow], settings: SearchSettings | None = None
 ) -> dict[uuid.UUID, Candidate]:
-    query = SearchQuery("q", ThoughtFilter(), 10)
+    query = SearchQuery(text="q", where=ThoughtFilter(), limit=10)
     return {candidate.id: candidate for candidate in _service(settings)._fuse(vector, LexicalLeg(lexical, 0.0), query)}
 
 
@@ -115,7 +115,7 @@ def test_each_leader_lifts_the_candidate_stored_just_before_it() -> None:
     own = {thought_id: candidate.fused_score for thought_id, candidate in plain.items()}
     lowest = min(own.values())
     service = _service(SearchSettings(neighbour_weight=0.75))
-    query = SearchQuery("q", ThoughtFilter(), 10)
+    query = SearchQuery(text="q", where=ThoughtFilter(), limit=10)
     # `question` was stored just before `reply`; `outside`, stored before `stranger`, is in neither leg.
     lifted = service._lift(list(plain.values()), {reply: question, stranger: outside, question: None}, query)
     assert {candidate.id for candidate in lifted} == {question, reply, stranger}
