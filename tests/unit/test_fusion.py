@@ -158,4 +158,4 @@ def test_lexical_rows_outside_the_vector_leg_no_longer_bury_its_clear_answer() -
     vector = _rows([answer, *nearby], [0.10] + [0.115 + 0.001 * index for index in range(19)])
     lexical = _rows([*keywords, *nearby[4:]], [9.0, 8.8, 8.6] + [8.0 - 0.1 * index for index in range(15)])
     fused = _fuse(vector, lexical)
-    assert list(fused)[0] == answer
+    assert next(iter(fused)) == answer
