@@ -75,7 +75,7 @@ class SearchSettings(SettingsGroup):
     vector_weight: float = Field(default=0.55, ge=0, le=1)
     # What a hybrid candidate adds of the fused score of the candidate stored just after it in its project
     # (0 = off); chosen on LoCoMo's tuning half, checked on the generated sets (docs/BENCHMARKS.md).
-    neighbour_weight: float = Field(default=0.2, ge=0, le=1)
+    neighbour_weight: float = Field(default=0.3, ge=0, le=1)
 
 
 class HttpSettings(SettingsGroup):

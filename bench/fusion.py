@@ -44,10 +44,16 @@ from app.db.engine import Database, build_engine
 from app.db.models import ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import LegRow, SearchRepository
-from app.db.repositories.thoughts import ThoughtFilter
+from app.db.repositories.thoughts import ThoughtFilter, VectorScan
 from app.embedding.profiles import profile_for
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.recall.search import MIN_BM25_DEVIATION, MIN_COSINE_DEVIATION, pool_size
+from app.services.recall.search import (
+    LEXICAL_ABSENT_FLOOR,
+    MIN_BM25_DEVIATION,
+    MIN_COSINE_DEVIATION,
+    VECTOR_ABSENT_PENALTY,
+    pool_size,
+)
 from bench import conversation_data, dataset, quality
 from bench.calibrate import DATASET, RESULTS, load_set, model_cache_dir
 from bench.dataset import offline_runtime
@@ -172,12 +178,46 @@ def scaled(vector_weight: float, third_weight: float = 0.0, vector: bool = True,
     return fuse
 
 
-def standardised(vector_weight: float, neighbour: float = 0.0, third: bool = False, top: int = 0) -> Fusion:
+@dataclass(frozen=True)
+class Absent:
+    """What a row missing from a leg counts there, in standardised units (SearchService._fuse): the vector leg's
+    lowest minus `vector_penalty`; the lexical leg's lowest, but at least −`lexical_floor` (None: no floor);
+    `mean`: either leg's mean instead (z 0)."""
+
+    vector_penalty: float = 0.0
+    lexical_floor: float | None = None
+    mean: bool = False
+
+
+FORMER_ABSENT = Absent()  # the tenth round's rule: a leg's lowest value
+SHIPPED_ABSENT = Absent(VECTOR_ABSENT_PENALTY, LEXICAL_ABSENT_FLOOR)
+
+
+def standardised(
+    vector_weight: float,
+    neighbour: float = 0.0,
+    third: bool = False,
+    top: int = 0,
+    absent: Absent = FORMER_ABSENT,
+    confidence: str | None = None,
+    power: float = 1.0,
+    agreement: float | None = None,
+    lexical_only: float = 1.0,
+    tail: float = 0.0,
+    lexical_cap: float | None = None,
+) -> Fusion:
     """The shipped fusion (SearchService._fuse): each leg's scores standardised over its rows (the lexical leg's
-    padded with zeros to the dense leg's row count), a row missing from a leg at that leg's lowest value,
+    padded with zeros to the dense leg's row count), a row missing from a leg as `absent` says,
     vector_weight × z_dense + (1 − vector_weight) × z_lexical; then each candidate adds `neighbour` × (fused −
-    lowest) of the candidate stored just after it; ties by plain RRF k 60. `third`: the third model's leg as the
-    dense one (that model serving alone)."""
+    lowest) of the candidate stored just after it (when that one is among the first `top`); ties by plain RRF k 60.
+    `third`: the third model's leg as the dense one (that model serving alone).
+
+    Variants tried against it (issue 23, eleventh round), none shipped: `confidence` weighs each leg by how sure it
+    is for this query — "ztop" the z of its first row, "gap" that minus the z of its 10th, "gap12" its first two
+    rows' distance in deviations — raised to `power`, the two weights renormalised; `agreement` a scales the
+    lexical weight by a + (1 − a) × the share of the lexical leg's first 10 rows the vector leg holds;
+    `lexical_only` multiplies the lexical z of a row the vector leg lacks; `tail` adds tail × 61 × Σ 1 / (60 +
+    rank) over both legs (an RRF term); `lexical_cap` caps the lexical z."""
 
     def fuse(legs: Legs) -> list[str]:
         dense = (legs.third or []) if third else legs.vector
@@ -188,20 +228,50 @@ def standardised(vector_weight: float, neighbour: float = 0.0, third: bool = Fal
         }
         weights = {"dense": vector_weight, "lexical": 1.0 - vector_weight}
         own: dict[str, dict[str, float]] = {"dense": dict(dense), "lexical": dict(lexical)}
+        ranks = {
+            name: {key: rank for rank, (key, _) in enumerate(rows, 1)}
+            for name, rows in (("dense", dense), ("lexical", lexical))
+        }
         ties: dict[str, float] = {}
         for rows in (dense, lexical):
             for rank, (key, _) in enumerate(rows, start=1):
                 ties[key] = ties.get(key, 0.0) + 1.0 / (60 + rank)
         fused = dict.fromkeys(ties, 0.0)
+        scales: dict[str, tuple[float, float]] = {}
         for name, leg in values.items():
-            if not leg:
-                continue
-            mean = statistics.fmean(leg)
-            floor = MIN_COSINE_DEVIATION if name == "dense" else MIN_BM25_DEVIATION * max(leg)
-            deviation = max(statistics.pstdev(leg), floor, 1e-9)
-            lowest = min(leg)
+            if leg:
+                floor = MIN_COSINE_DEVIATION if name == "dense" else MIN_BM25_DEVIATION * max(leg)
+                scales[name] = (statistics.fmean(leg), max(statistics.pstdev(leg), floor, 1e-9))
+        if confidence is not None and len(scales) == 2:
+            sure: dict[str, float] = {}
+            for name, (mean, deviation) in scales.items():
+                ordered = sorted(values[name], reverse=True)
+                first = (ordered[0] - mean) / deviation
+                tenth = (ordered[min(10, len(ordered)) - 1] - mean) / deviation
+                second = (ordered[1] - mean) / deviation if len(ordered) > 1 else first - 1.0
+                sure[name] = max({"ztop": first, "gap": first - tenth, "gap12": first - second}[confidence], 1e-6)
+                sure[name] **= power
+            total = sum(weights[name] * sure[name] for name in sure)
+            weights = {name: weights[name] * sure[name] / total for name in sure}
+        if agreement is not None and dense and lexical:
+            share = sum(1 for key, _ in lexical[:10] if key in own["dense"]) / min(10, len(lexical))
+            weights["lexical"] *= agreement + (1 - agreement) * share
+        for name, (mean, deviation) in scales.items():
+            lowest = 0.0 if absent.mean else (min(values[name]) - mean) / deviation
+            if name == "dense":
+                missing = lowest - absent.vector_penalty
+            else:
+                missing = lowest if absent.lexical_floor is None else max(lowest, -absent.lexical_floor)
             for key in fused:
-                fused[key] += weights[name] * (own[name].get(key, lowest) - mean) / deviation
+                value = own[name].get(key)
+                z = missing if value is None else (value - mean) / deviation
+                if name == "lexical":
+                    z = z if lexical_cap is None else min(z, lexical_cap)
+                    z *= lexical_only if key not in own["dense"] else 1.0
+                fused[key] += weights[name] * z
+        if tail:
+            for key in fused:
+                fused[key] += tail * 61 * sum(1.0 / (60 + leg[key]) for leg in ranks.values() if key in leg)
         if neighbour and legs.adjacent is not None and fused:
             lowest_fused = min(fused.values())
             plain = dict(fused)
@@ -256,7 +326,34 @@ def with_feedback(fuse: Fusion) -> Fusion:
 
 
 FORMER = rrf(depth=10, relative=0.7, adaptive=0.5)  # the eighth round's fusion, shipped until issue 23
-SHIPPED = standardised(0.55, neighbour=0.2, top=30)
+TENTH_ROUND = standardised(0.55, neighbour=0.2, top=30)  # shipped until the eleventh round (issue 23)
+SHIPPED = standardised(0.55, neighbour=0.3, top=30, absent=SHIPPED_ABSENT)
+ELEVENTH_ROUND: dict[str, Fusion] = {  # issue 23's eleventh round: what the shipped one was chosen against
+    **{
+        f"11: confidence {kind} power {power}": standardised(0.55, 0.2, top=30, confidence=kind, power=power)
+        for kind in ("ztop", "gap", "gap12")
+        for power in (0.5, 1.0, 2.0)
+    },
+    **{f"11: rrf tail {tail}": standardised(0.55, 0.2, top=30, tail=tail) for tail in (0.5, 1.0, 2.0)},
+    "11: absent at the leg's mean": standardised(0.55, 0.2, top=30, absent=Absent(mean=True)),
+    **{f"11: lexical z capped at {cap}": standardised(0.55, 0.2, top=30, lexical_cap=cap) for cap in (2.0, 3.0)},
+    **{f"11: agreement {a}": standardised(0.55, 0.2, top=30, agreement=a) for a in (0.0, 0.25, 0.5, 0.75)},
+    **{f"11: lexical-only rows x {f}": standardised(0.55, 0.2, top=30, lexical_only=f) for f in (0.5, 0.75)},
+    **{
+        f"11: absent lexical floor {f}": standardised(0.55, 0.2, top=30, absent=Absent(0.0, f)) for f in (0.5, 1.0, 1.5)
+    },
+    **{f"11: absent vector penalty {p}": standardised(0.55, 0.2, top=30, absent=Absent(p)) for p in (0.5, 1.0, 2.0)},
+    **{
+        f"11: absent floor {f} penalty {p}, neighbour {n}": standardised(0.55, n, top=30, absent=Absent(p, f))
+        for f in (0.75, 1.0, 1.25)
+        for p in (0.75, 1.0, 1.5, 2.0)
+        for n in (0.2, 0.25, 0.3)
+    },
+    **{
+        f"11: absent floor 1 penalty 1, weight {w}": standardised(w, 0.2, top=30, absent=SHIPPED_ABSENT)
+        for w in (0.5, 0.6)
+    },
+}
 
 FUSIONS: dict[str, Fusion] = {
     "vector only": only("vector"),
@@ -294,7 +391,9 @@ FUSIONS: dict[str, Fusion] = {
         for top in (10,)
     },
     "standardised 0.55, neighbour 0.2, lifted by every candidate": standardised(0.55, 0.2),
-    "shipped: standardised, vector weight 0.55, neighbour 0.2, lifted by the first 30": SHIPPED,
+    "tenth round: standardised, vector weight 0.55, neighbour 0.2, lifted by the first 30": TENTH_ROUND,
+    "shipped: the same, absent floor 1 / penalty 1, neighbour 0.3": SHIPPED,
+    **ELEVENTH_ROUND,
     "rrf k60 relative 0.7 adaptive 1": rrf(relative=0.7, adaptive=1.0),
     "rrf k20 depth 10": rrf(k=20, depth=10),
     "rrf k60 depth 10 lexical 0.7": rrf(depth=10, lexical_weight=0.7),
@@ -531,7 +630,7 @@ def dump(questions: list[Legs]) -> list[dict[str, Any]]:
     """The legs of a set's questions as JSON (--dump: for replays outside this script)."""
     return [
         {"kind": legs.kind, "relevant": sorted(legs.relevant), "vector": legs.vector, "lexical": legs.lexical}
-        | {"idf_mass": legs.idf_mass, "adjacent": legs.adjacent}
+        | {"idf_mass": legs.idf_mass, "adjacent": legs.adjacent, "third": legs.third}
         for legs in questions
     ]
 
@@ -572,6 +671,91 @@ async def run(
     await session.database.dispose()
     results["seconds"] = round(time.perf_counter() - started, 1)
     return results
+
+
+async def notes_legs(url: str, model: str, ef_search: int | None = None) -> dict[str, list[Legs]]:
+    """bench.search's quality questions over a notes data set embedded with `model`, as bench.search asks them:
+    200 scoped by their project (the vector leg through the scan the service picks for it), the same 200 without
+    scope. Per question the service's two legs (a limit-10 pool), the thoughts stored just before and after each
+    row, and the exact cosine of the same model over the same scope as `third` (the reference dense ranking).
+    `ef_search`: the HNSW candidate list for the vector leg instead of the shipped one (issue 23, item 2)."""
+    runtime = await offline_runtime(model=model)
+    database = Database(build_engine(url, pool_size=2))
+    store = await quality.read_store(database, model)
+    facts = quality.parse_thoughts(list(zip(store.projects, store.contents, strict=True)))
+    rows = list(zip(store.ids, store.projects, store.contents, strict=True))
+    questions, _ = quality.make_questions(facts, rows, 200, quality.SEED)
+    cwd_of = {project.name: project.cwd for project in dataset.PROJECTS}
+    members = {name: np.flatnonzero(np.array(store.projects) == name) for name in set(store.projects)}
+    everything = np.arange(len(store.ids))
+    pool = pool_size(LIMIT)
+    out: dict[str, list[Legs]] = {}
+    for scope_name in ("project", "unscoped"):
+        replayed: list[Legs] = []
+        for question in questions:
+            vector = await runtime.embed_query(question.text)
+            assert vector is not None
+            async with database.unit_of_work() as session:
+                project = None
+                if scope_name == "project":
+                    project = await ProjectRepository(session).find_for_path(cwd_of[question.project])
+                    assert project is not None
+                where = ThoughtFilter(
+                    project_id=project.id if project else None,
+                    statuses=(ThoughtStatus.active,),
+                    vector_scan=VectorScan.of(project),
+                )
+                repository = SearchRepository(session)
+                if ef_search is not None:
+                    await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+                vector_rows = await repository.vector_leg(vector, model, where, pool)
+                lexical = await repository.lexical_leg(question.text, where, pool, Bm25Settings())
+                keys = {row.id for row in (*vector_rows, *lexical.rows)}
+                adjacent = await repository.adjacent(list(keys))
+            scope = members[question.project] if scope_name == "project" else everything
+            unit = np.asarray(vector, dtype=np.float32)
+            unit /= np.linalg.norm(unit)
+            scores = store.matrix[scope] @ unit
+            exact = [(str(store.ids[scope[i]]), float(scores[i])) for i in quality._top(scores, pool)]
+            replayed.append(
+                Legs(
+                    question.form,
+                    {str(question.target)},
+                    [(str(row.id), 1.0 - row.score) for row in vector_rows],
+                    [(str(row.id), row.score) for row in lexical.rows],
+                    lexical.idf_mass,
+                    third=exact,
+                    adjacent={
+                        str(key): tuple(None if other is None else str(other) for other in pair)
+                        for key, pair in adjacent.items()
+                    },
+                )
+            )
+        out[scope_name] = replayed
+    await database.dispose()
+    return out
+
+
+def load_legs(path: Path) -> dict[str, list[Legs]]:
+    """A --dump / --dump-notes file back as each set's questions."""
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        name: [
+            Legs(
+                entry["kind"],
+                set(entry["relevant"]),
+                [(key, score) for key, score in entry["vector"]],
+                [(key, score) for key, score in entry["lexical"]],
+                entry["idf_mass"],
+                third=None if entry.get("third") is None else [(key, score) for key, score in entry["third"]],
+                adjacent=None
+                if entry.get("adjacent") is None
+                else {key: tuple(pair) for key, pair in entry["adjacent"].items()},
+            )
+            for entry in entries
+        ]
+        for name, entries in stored.items()
+    }
 
 
 async def run_notes(url: str, thoughts: int, third_model: str | None) -> dict[str, Any]:
@@ -633,7 +817,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--locomo", type=Path, metavar="LEGS", help="only replay bench.locomo's legs file (bench/.data/locomo/legs-…)"
     )
+    parser.add_argument(
+        "--dump-notes",
+        type=Path,
+        metavar="FILE",
+        help="with --notes: only write the notes' legs (scoped and unscoped, --model's data set) to FILE",
+    )
+    parser.add_argument("--ef-search", type=int, help="with --dump-notes: the vector leg's hnsw.ef_search")
+    parser.add_argument(
+        "--legs", type=Path, nargs="+", metavar="FILE", help="only replay every set of these --dump/--dump-notes files"
+    )
     args = parser.parse_args(argv)
+    if args.legs:
+        for path in args.legs:
+            for name, questions in load_legs(path).items():
+                kinds = sorted({legs.kind for legs in questions})
+                report(f"{path.name}: {name}", questions, kinds)
+        return
+    if args.dump_notes:
+        model = args.model or dataset.OFFLINE_MINILM
+        with dataset.open_dataset(args.notes, args.data_root, model) as notes:
+            legs = asyncio.run(notes_legs(notes.url, model, args.ef_search))
+        args.dump_notes.write_text(json.dumps({name: dump(rows) for name, rows in legs.items()}), encoding="utf-8")
+        return
     if args.locomo:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "fusion-locomo.json").write_text(json.dumps(replay_locomo(args.locomo), indent=2), encoding="utf-8")

@@ -30,6 +30,14 @@ RRF_K = 60  # of the reported rrf_score (the tie-break of the fusion)
 # equally good. Over a pool of 100 rows e5's and MiniLM's cosines spread wider (LoCoMo, docs/BENCHMARKS.md).
 MIN_COSINE_DEVIATION = 0.01
 MIN_BM25_DEVIATION = 0.1
+# What a row missing from a leg counts there, in that leg's standard deviations (_fuse). Missing from the vector
+# leg: its cosine is under the leg's lowest by an unknown amount, counted VECTOR_ABSENT_PENALTY under it. Missing
+# from the lexical leg: that leg is bounded (a candidate budget per lexeme) and its zero padding sets its lowest,
+# so absence from it says less: at most LEXICAL_ABSENT_FLOOR under its mean. At 100 k notes the former rule (the
+# lowest value of either leg) let lexical rows outside the vector leg bury the vector leg's answer (e5 hit@5 0.645
+# against the vector leg's 0.715); this one keeps LoCoMo's tuning half (docs/BENCHMARKS.md, "eleventh round").
+VECTOR_ABSENT_PENALTY = 1.0
+LEXICAL_ABSENT_FLOOR = 1.0
 # How many of the first fused candidates lift the one stored before them (at least 3 × limit): on LoCoMo's tuning
 # half R@5 0.618 against 0.621 for every candidate, at a fraction of the reads (docs/BENCHMARKS.md).
 NEIGHBOUR_LEADERS = 30
@@ -267,11 +275,13 @@ class SearchService:
 
         Each leg's scores are standardised over its rows (z = (x − mean) / standard deviation): the cosines of
         the vector leg, and the BM25 scores of the lexical leg padded with zeros up to the vector leg's row count
-        (a row holding no query lexeme scores 0). A row missing from a leg takes that leg's lowest value (0 for a
-        padded lexical leg). A deviation is at least MIN_COSINE_DEVIATION (cosines) or MIN_BM25_DEVIATION × the
-        best BM25. fused = w · z_vector + (1 − w) · z_lexical, w = search.vector_weight (a hybrid search then
-        lifts neighbours: _lift). final_score = e^(fused −
-        the best fused) (1 for the first row, e^−1 a standard deviation below) + recency_weight × recency.
+        (a row holding no query lexeme scores 0). A row missing from the vector leg counts VECTOR_ABSENT_PENALTY
+        deviations under that leg's lowest cosine; a row missing from the lexical leg counts its lowest value (0
+        for a padded leg), but never more than LEXICAL_ABSENT_FLOOR deviations under its mean. A deviation is at
+        least MIN_COSINE_DEVIATION (cosines) or MIN_BM25_DEVIATION × the best BM25. fused = w · z_vector + (1 −
+        w) · z_lexical, w = search.vector_weight (a hybrid search then lifts neighbours: _lift). final_score =
+        e^(fused − the best fused) (1 for the first row, e^−1 a standard deviation below) + recency_weight ×
+        recency.
         rrf_score is plain RRF (k 60 over every rank of both legs), reported and used to break ties. Why
         (docs/BENCHMARKS.md, "LoCoMo"): rank fusion weighs a leg's first row the same whether it stands far above
         the leg's other rows or barely; on real dialogue that lost up to 0.05 R@5 to the lexical leg alone.
@@ -285,6 +295,13 @@ class SearchService:
         best_bm25 = lexical.rows[0].score if lexical.rows else 0.0
         floors = {"embedding": MIN_COSINE_DEVIATION, "bm25": MIN_BM25_DEVIATION * best_bm25}
         scales = {name: _standardise(leg, floors[name]) for name, leg in values.items()}
+        absent = {  # the standardised score of a row missing from the leg
+            "embedding": (min(values["embedding"], default=0.0) - scales["embedding"][0]) / scales["embedding"][1]
+            - VECTOR_ABSENT_PENALTY,
+            "bm25": max(
+                (min(values["bm25"], default=0.0) - scales["bm25"][0]) / scales["bm25"][1], -LEXICAL_ABSENT_FLOOR
+            ),
+        }
         candidates: dict[uuid.UUID, Candidate] = {}
         for name, rows in (("embedding", vector_rows), ("bm25", lexical.rows)):
             for rank, row in enumerate(rows, start=1):
@@ -306,8 +323,8 @@ class SearchService:
             ):
                 if values[name]:
                     mean, deviation = scales[name]
-                    own = min(values[name]) if value is None else value
-                    candidate.fused_score += weights[name] * (own - mean) / deviation
+                    standard = absent[name] if value is None else (value - mean) / deviation
+                    candidate.fused_score += weights[name] * standard
         return self._ranked(candidates.values(), query)
 
     def _lift(
