@@ -25,7 +25,7 @@ from app.mcp.tools.catalog import ALL_SPECS
 from app.services.auth import AuthService
 from app.services.context import AppContext
 from app.services.jobs import run_jobs_loop
-from app.services.ratelimit import RateLimiter
+from app.services.ratelimit import SharedRateLimiter
 from app.services.users import UserService
 
 if TYPE_CHECKING:
@@ -45,7 +45,8 @@ logger = logging.getLogger("app")
 def build_context(settings: Settings, url: str) -> AppContext:
     database = Database(build_engine(url, settings.pool_size))
     view = settings_view(settings, url)
-    limiter = RateLimiter(settings.rate_limit.per_minute) if settings.rate_limit.per_minute else None
+    per_minute = settings.rate_limit.per_minute
+    limiter = SharedRateLimiter(database, per_minute) if per_minute else None  # one bucket across workers
     return AppContext(database, EmbeddingRuntime(settings.embedding), settings, view, limiter)
 
 
@@ -134,8 +135,10 @@ def build_server(context: AppContext, principal: Principal | None) -> SynaptoSer
     return SynaptoServer(context, ALL_SPECS, principal)
 
 
-def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
-    """The ASGI app `serve` runs: auth, ops routes, /mcp, and the background jobs in its lifespan."""
+def create_http_app(settings: Settings, context: AppContext, first_run: bool = True) -> ASGIApp:
+    """The ASGI app `serve` runs: auth, ops routes, /mcp, and the background jobs in its lifespan. `first_run`:
+    this process creates the first admin (or the local user); False in the workers of `serve --workers N`, whose
+    parent did it once before starting them (`prepare_workers`)."""
     from starlette.applications import Starlette
 
     from app.http.app import LocalPrincipal, build_http_app, transport_security
@@ -150,7 +153,8 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with background(context, jobs=settings.jobs.enabled):
             if local is None:
-                await bootstrap_admin(context, settings.data_dir)
+                if first_run:
+                    await bootstrap_admin(context, settings.data_dir)
             else:
                 local.value = await local_principal(context, settings.local_user)
             yield
@@ -173,6 +177,62 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
         context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth, passwords, upstream
     )
     return with_console(app, settings, context, local, security, codec, passwords, upstream)
+
+
+async def prepare_workers(settings: Settings, url: str) -> None:
+    """What one process does once before the workers of `serve --workers N` start: the first admin (its token
+    printed once, not once per worker) or the local user (two workers would race to insert it)."""
+    context = build_context(settings, url)
+    try:
+        if settings.auth.mode == "none":
+            await local_principal(context, settings.local_user)
+        else:
+            await bootstrap_admin(context, settings.data_dir)
+    finally:
+        await context.db.dispose()
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerApp:
+    """The app factory of one worker of `serve --workers N`: pickled into each spawned process by uvicorn's
+    supervisor and called there, so every worker has its own logging, database pool, embedder and jobs loop (the
+    jobs and the backfill run once across workers under their advisory locks; the rate limit's buckets live in
+    PostgreSQL)."""
+
+    settings: Settings
+    url: str
+    log_level: str
+    log_format: str
+    log_libraries: bool
+    parent_pid: int  # the supervisor's
+
+    def __call__(self) -> ASGIApp:
+        import signal
+
+        from app.observability import configure_logging
+
+        configure_logging(self.log_level, self.log_format, libraries=self.log_libraries)
+        # Ctrl-C reaches the whole process group: the parent alone answers it, stopping the workers by SIGTERM
+        # (graceful), then the embedded database. A worker that also took SIGINT would re-raise it after its
+        # shutdown and end in a KeyboardInterrupt traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _stop_with_parent(self.parent_pid)
+        return create_http_app(self.settings, build_context(self.settings, self.url), first_run=False)
+
+
+def _stop_with_parent(parent_pid: int) -> None:
+    """A worker whose parent was killed (SIGKILL, OOM) gets SIGTERM, instead of serving on without a supervisor
+    and holding its database connections (Linux; elsewhere the worker outlives such a parent). A parent that died
+    while this worker was still starting is seen here: the worker does not start."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    set_parent_death_signal = 1  # PR_SET_PDEATHSIG, <linux/prctl.h>
+    ctypes.CDLL(None, use_errno=True).prctl(set_parent_death_signal, signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        raise SystemExit(f"serve worker {os.getpid()}: its parent {parent_pid} is gone")
 
 
 def with_console(
