@@ -233,6 +233,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
         handle.close()
 
 
+WORKER_HEALTHCHECK_SECONDS = 120
+
+
 def _serve_workers(args: argparse.Namespace, settings: Settings, url: str, workers: int) -> None:
     """`workers` processes on one listening socket, under uvicorn's supervisor (a worker that dies is replaced),
     over the one database this process opened (the embedded one stops after the last worker, in the caller).
@@ -241,7 +244,8 @@ def _serve_workers(args: argparse.Namespace, settings: Settings, url: str, worke
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from app.main import WorkerApp, prepare_workers
+    from app.main import prepare_workers
+    from app.workers import WorkerApp
 
     asyncio.run(prepare_workers(settings, url))
     level = log_level(settings, True, args.verbose)
@@ -254,6 +258,9 @@ def _serve_workers(args: argparse.Namespace, settings: Settings, url: str, worke
         workers=workers,
         log_level=settings.log_level.lower(),
         log_config=None,
+        # A worker answers the supervisor's pings once it has started; a loaded machine can take longer than
+        # uvicorn's 5 s to get there, and a worker not answering in time is killed and replaced (in a loop).
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
     )
     stopped_by: list[int] = []
 
