@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -109,6 +110,11 @@ def _build_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser
     serve = commands.add_parser("serve", help="serve MCP over streamable HTTP (/mcp) plus /health")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes on the one port and database (default: the cores this process may run on)",
+    )
     serve.set_defaults(handler=cmd_serve)
     commands.add_parser("stdio", help="serve MCP over stdio as the local user").set_defaults(handler=cmd_stdio)
     commands.add_parser("migrate", help="alembic upgrade head").set_defaults(handler=cmd_migrate)
@@ -212,13 +218,67 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     settings = settings.model_copy(update={k: v for k, v in (("host", args.host), ("port", args.port)) if v})
     if settings.auth.mode == "none" and settings.host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit("SYNAPTO_AUTH__MODE=none is refused unless the server binds to loopback")
+    workers = args.workers if args.workers is not None else len(os.sched_getaffinity(0))
+    if workers < 1:
+        raise SystemExit(f"--workers {workers}: give at least 1 (e.g. --workers 1)")
     handle = _open_database(settings)
     try:
+        if workers > 1:
+            _serve_workers(args, settings, handle.url, workers)
+            return
         app = create_http_app(settings, build_context(settings, handle.url))
         # log_config=None: uvicorn's loggers go through our one handler and format (app.observability).
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), log_config=None)
     finally:
         handle.close()
+
+
+WORKER_HEALTHCHECK_SECONDS = 120
+
+
+def _serve_workers(args: argparse.Namespace, settings: Settings, url: str, workers: int) -> None:
+    """`workers` processes on one listening socket, under uvicorn's supervisor (a worker that dies is replaced),
+    over the one database this process opened (the embedded one stops after the last worker, in the caller).
+
+    Ends by raising StopRequested for the SIGINT or SIGTERM that stopped it, as one process does."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from app.main import prepare_workers
+    from app.workers import WorkerApp
+
+    asyncio.run(prepare_workers(settings, url))
+    level = log_level(settings, True, args.verbose)
+    factory = WorkerApp(settings, url, level, log_format(settings, sys.stderr.isatty()), args.verbose, os.getpid())
+    config = uvicorn.Config(
+        factory,
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=workers,
+        log_level=settings.log_level.lower(),
+        log_config=None,
+        # A worker answers the supervisor's pings once it has started; a loaded machine can take longer than
+        # uvicorn's 5 s to get there, and a worker not answering in time is killed and replaced (in a loop).
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
+    )
+    stopped_by: list[int] = []
+
+    class Supervisor(Multiprocess):
+        """Remembers which signal stopped it: its handlers replace ours while it runs."""
+
+        def handle_int(self) -> None:
+            stopped_by.append(signal.SIGINT)
+            super().handle_int()
+
+        def handle_term(self) -> None:
+            stopped_by.append(signal.SIGTERM)
+            super().handle_term()
+
+    Supervisor(config, sockets=[config.bind_socket()]).run()
+    if not stopped_by:
+        raise SystemExit("serve: a worker failed to start (see the log above)")
+    raise StopRequested(stopped_by[0])
 
 
 STDIO_EMBEDDER_AFTER_SECONDS = 1.0

@@ -24,7 +24,7 @@ from app.embedding.runtime import EmbeddingRuntime
 from app.mcp.server import SynaptoServer
 from app.mcp.tools.catalog import ALL_SPECS
 from app.services.admin.users import UserService
-from app.services.auth.ratelimit import RateLimiter
+from app.services.auth.ratelimit import SharedRateLimiter
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from app.services.jobs.background import run_jobs_loop
@@ -49,7 +49,8 @@ def build_context(settings: Settings, url: str) -> AppContext:
     replica_set = replicas.ReplicaSet.of(read_engines) if read_engines else None
     database = Database(build_engine(url, settings.pool_size), replica_set)
     view = settings_view(settings, url)
-    limiter = RateLimiter(settings.rate_limit.per_minute) if settings.rate_limit.per_minute else None
+    per_minute = settings.rate_limit.per_minute
+    limiter = SharedRateLimiter(database, per_minute) if per_minute else None  # one bucket across workers
     return AppContext(database, EmbeddingRuntime(settings.embedding), settings, view, limiter)
 
 
@@ -139,8 +140,10 @@ def build_server(context: AppContext, principal: Principal | None) -> SynaptoSer
     return SynaptoServer(context, ALL_SPECS, principal)
 
 
-def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
-    """The ASGI app `serve` runs: auth, ops routes, /mcp, and the background jobs in its lifespan."""
+def create_http_app(settings: Settings, context: AppContext, first_run: bool = True) -> ASGIApp:
+    """The ASGI app `serve` runs: auth, ops routes, /mcp, and the background jobs in its lifespan. `first_run`:
+    this process creates the first admin (or the local user); False in the workers of `serve --workers N`, whose
+    parent did it once before starting them (`prepare_workers`)."""
     from starlette.applications import Starlette
 
     from app.http.app import LocalPrincipal, build_http_app, transport_security
@@ -155,7 +158,8 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with background(context, jobs=settings.jobs.enabled):
             if local is None:
-                await bootstrap_admin(context, settings.data_dir)
+                if first_run:
+                    await bootstrap_admin(context, settings.data_dir)
             else:
                 local.value = await local_principal(context, settings.local_user)
             yield
@@ -178,6 +182,19 @@ def create_http_app(settings: Settings, context: AppContext) -> ASGIApp:
         context, server, security, settings.http.max_body_bytes, local, lifespan, settings.oauth, passwords, upstream
     )
     return with_console(app, settings, context, local, security, codec, passwords, upstream)
+
+
+async def prepare_workers(settings: Settings, url: str) -> None:
+    """What one process does once before the workers of `serve --workers N` start: the first admin (its token
+    printed once, not once per worker) or the local user (two workers would race to insert it)."""
+    context = build_context(settings, url)
+    try:
+        if settings.auth.mode == "none":
+            await local_principal(context, settings.local_user)
+        else:
+            await bootstrap_admin(context, settings.data_dir)
+    finally:
+        await context.db.dispose()
 
 
 def with_console(

@@ -355,7 +355,7 @@ def _start_server(port: int, env: dict[str, str], log_file: Path) -> subprocess.
     """`synaptomind serve` exactly as a deployment starts it (its log goes to `log_file`)."""
     with log_file.open("wb") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--max-calls", type=int, default=100_000, help="per client")
     parser.add_argument("--servers", type=int, default=1, help="own-server mode: serve processes on one database")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="own-server mode: `serve --workers N` of each server (default 1)"
+    )
     parser.add_argument("--url", help="a running server's base URL (comma-separated for several)")
     parser.add_argument("--token", help="bearer token for --url (else tokens are created via --database-url)")
     parser.add_argument("--database-url", default=os.environ.get("SYNAPTO_DATABASE_URL"))

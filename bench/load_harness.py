@@ -483,6 +483,7 @@ class ServerProcess:
     port: int
     process: subprocess.Popen[bytes]
     log_file: Path
+    workers: int = 1
 
     @property
     def base_url(self) -> str:
@@ -501,6 +502,7 @@ class ServerProcess:
             return None
 
     def wait_ready(self, timeout: float = 120) -> None:
+        """Until the embedder is ready (of every worker: `workers_ready`)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -508,12 +510,41 @@ class ServerProcess:
             body = self.health()
             if body is not None:
                 state = body["checks"]["embedder"]["state"]
-                if state == "ready":
+                if state == "ready" and (self.workers == 1 or self.workers_ready()):
                     return
                 if state in ("fallback", "unavailable"):
                     raise RuntimeError(f"server embedder not ready: {body['checks']['embedder']}")
             time.sleep(0.2)
         raise RuntimeError(f"server not ready after {timeout:.0f}s: {self.log_tail()}")
+
+    def workers_ready(self) -> bool:
+        """Whether every worker's /health says its embedder is ready: asked on a kept-alive connection of each,
+        the worker that accepted it found by its socket (the kernel picks a worker per new connection)."""
+        import http.client
+
+        import psutil
+
+        workers = [
+            child for child in psutil.Process(self.process.pid).children() if "spawn_main" in child.cmdline()[-2:][0]
+        ]
+        answered: dict[int, bool] = {}
+        for _ in range(10 * self.workers):
+            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+            try:
+                connection.request("GET", "/health")
+                response = connection.getresponse()
+                body = json.loads(response.read())
+                local = connection.sock.getsockname()[1]
+                for worker in workers:
+                    if any(held.raddr and held.raddr.port == local for held in worker.net_connections("tcp")):
+                        answered[worker.pid] = body["checks"]["embedder"]["state"] == "ready"
+            except (OSError, ValueError, psutil.Error):
+                pass
+            finally:
+                connection.close()
+            if len(answered) == self.workers:
+                break
+        return len(answered) == self.workers and all(answered.values())
 
     def log_tail(self, characters: int = 2000) -> str:
         try:
@@ -548,30 +579,43 @@ def server_env(database_url: str, data_dir: Path, extra: dict[str, str] | None =
     return env
 
 
-def start_server(database_url: str, work_dir: Path, name: str, extra: dict[str, str] | None = None) -> ServerProcess:
+def start_server(
+    database_url: str, work_dir: Path, name: str, extra: dict[str, str] | None = None, workers: int = 1
+) -> ServerProcess:
     port = free_port()
     data_dir = work_dir / f"data-{name}"
     data_dir.mkdir(parents=True, exist_ok=True)
     log_file = work_dir / f"server-{name}.log"
     with log_file.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "app",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+            ],
             env=server_env(database_url, data_dir, extra),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    return ServerProcess(port, process, log_file)
+    return ServerProcess(port, process, log_file, workers)
 
 
 @contextlib.contextmanager
 def servers(
-    database_url: str, work_dir: Path, count: int = 1, extra: dict[str, str] | None = None
+    database_url: str, work_dir: Path, count: int = 1, extra: dict[str, str] | None = None, workers: int = 1
 ) -> Iterator[list[ServerProcess]]:
     started: list[ServerProcess] = []
     try:
         for index in range(count):
-            started.append(start_server(database_url, work_dir, f"s{index}", extra))
+            started.append(start_server(database_url, work_dir, f"s{index}", extra, workers))
         for server in started:
             server.wait_ready()
         yield started
@@ -956,11 +1000,12 @@ def run_default(args: argparse.Namespace) -> dict[str, Any]:
     """Own embedded database and server(s); the report of the run."""
     with tempfile.TemporaryDirectory(prefix="synapto-load-") as tmp:
         work_dir = Path(tmp)
-        with temporary_database(work_dir) as url, servers(url, work_dir, args.servers) as running:
+        with temporary_database(work_dir) as url, servers(url, work_dir, args.servers, workers=args.workers) as running:
             urls = [server.mcp_url for server in running]
             try:
                 before = cpu_seconds(running, work_dir / "pg" / "pgdata")
                 report = asyncio.run(load_against(urls, url, args.clients, args.seconds, args.max_calls))
+                report["workers"] = args.workers
                 after = cpu_seconds(running, work_dir / "pg" / "pgdata")
                 report["cpu_s"] = {key: round(after[key] - before[key], 1) for key in after}
                 report["server_errors"] = [

@@ -267,7 +267,8 @@ class StatementClock:
 
 def start_server(port: int, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     with log_path.open("wb") as log:
-        command = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        # One worker: the figures are of one serving process (its CPU is the server's; `--workers` is bench.load's).
+        command = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 

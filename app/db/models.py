@@ -565,3 +565,17 @@ class OAuthToken(Base):
         CheckConstraint("kind IN ('access', 'refresh')", name="known_kind"),
         Index("ix_oauth_token_expires_at", "expires_at"),
     )
+
+
+class RateBucket(Base):
+    """One token bucket per caller of the tools (app.services.ratelimit), shared by every worker and replica:
+    `tokens` left at `stamp`, refilled by the elapsed time in the one statement that takes a call. UNLOGGED: soft
+    state, no WAL and no commit flush per call; a crash of PostgreSQL empties it, i.e. every bucket is full again
+    (migration 0020)."""
+
+    __tablename__ = "rate_bucket"
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)  # the token id (user id, name for stdio)
+    tokens: Mapped[float] = mapped_column(Float, nullable=False)
+    stamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    granted: Mapped[bool] = mapped_column(Boolean, nullable=False)  # whether the last take was let through
+    __table_args__ = {"prefixes": ["UNLOGGED"]}  # noqa: RUF012 (SQLAlchemy reads it once)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,38 @@ from app.observability import EMBEDDER_QUEUE, expected_failures
 logger = logging.getLogger(__name__)
 
 
+# ~1.6 MB per worker (384 floats as a tuple of 8-byte doubles, plus the text). A query embedding costs ~4-5 ms of
+# CPU with e5-small; repeats were 0.6 % of LoCoMo's 1,986 questions and 17.5 % of bench.search's 200 generated ones
+# (docs/BENCHMARKS.md, "Workers and the CPU of a search").
+QUERY_CACHE_ENTRIES = 512
+
+
+class QueryVectorCache:
+    """Least-recently-used query vectors by (model id, text), in this process. The model's output for one text is
+    fixed, so a hit is exact; keyed by model, a model change never answers with the old model's vector."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self.hits = 0
+        self.misses = 0
+        self._vectors: OrderedDict[tuple[str, str], tuple[float, ...]] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> tuple[float, ...] | None:
+        vector = self._vectors.get(key)
+        if vector is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._vectors.move_to_end(key)
+        return vector
+
+    def put(self, key: tuple[str, str], vector: Vector) -> None:
+        self._vectors[key] = tuple(vector)
+        self._vectors.move_to_end(key)
+        while len(self._vectors) > self.entries:
+            self._vectors.popitem(last=False)
+
+
 @dataclass
 class EmbeddingRuntime:
     settings: EmbeddingSettings
@@ -29,6 +62,7 @@ class EmbeddingRuntime:
     state: str = "loading"  # loading | ready | fallback | unavailable
     note: str = ""
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    queries: QueryVectorCache = field(default_factory=lambda: QueryVectorCache(QUERY_CACHE_ENTRIES))
 
     @property
     def profile(self) -> ModelProfile | None:
@@ -105,16 +139,23 @@ class EmbeddingRuntime:
                 upcoming.cancel()
 
     async def embed_query(self, text: str) -> Vector | None:
+        """The query's vector; a text asked again (of the same model) is answered from `queries` without ONNX."""
         if self.embedder is None:
             return None
+        key = (self.embedder.profile.model_id, text)
+        cached = self.queries.get(key)
+        if cached is not None:
+            return list(cached)
         EMBEDDER_QUEUE.inc()
         try:
-            return await self.embedder.embed_query(text)
+            vector = await self.embedder.embed_query(text)
         except Exception:
             logger.exception("embedding a query failed; answering from the lexical leg")
             return None
         finally:
             EMBEDDER_QUEUE.dec()
+        self.queries.put(key, vector)
+        return vector
 
 
 def offline_model_dir(cache_dir: Path) -> Path:

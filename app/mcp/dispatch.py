@@ -179,10 +179,10 @@ def _outcome(result: CallToolResult) -> str:
     return str(error.get("statusCode", 500))
 
 
-def _rate_limit(app: AppContext, principal: Principal) -> None:
+async def _rate_limit(app: AppContext, principal: Principal) -> None:
     if app.rate_limiter is None:
         return
-    wait = app.rate_limiter.retry_after(principal.token_id or principal.user_id or principal.name)
+    wait = await app.rate_limiter.retry_after(str(principal.token_id or principal.user_id or principal.name))
     if wait is not None:
         raise unavailable(
             f"Rate limit exceeded for this token ({app.rate_limiter.per_minute} calls/minute); retry in {wait:.1f}s"
@@ -201,7 +201,7 @@ async def _dispatch(
     try:
         action = _resolve_action(spec, arguments)
         _authorize(principal, spec, action)
-        _rate_limit(app, principal)
+        await _rate_limit(app, principal)
         _refuse_retired(spec, action, arguments)
         _refuse_nul(spec, action, arguments)
         try:

@@ -8,7 +8,7 @@ from typing import Any
 from app.config import Settings
 from app.db.engine import Database
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.auth.ratelimit import RateLimiter
+from app.services.auth.ratelimit import SharedRateLimiter
 
 
 @dataclass(frozen=True)
@@ -17,4 +17,4 @@ class AppContext:
     embedding: EmbeddingRuntime
     settings: Settings  # frozen; services read the groups they need (`settings.search.bm25.k1`)
     settings_view: dict[str, Any] = field(default_factory=dict)  # flattened, secrets masked
-    rate_limiter: RateLimiter | None = None
+    rate_limiter: SharedRateLimiter | None = None

@@ -76,7 +76,9 @@ def _wait_for_embedder(port: int) -> None:
     """Until the embedder's loading ended (ready or fallback): its log lines are then written."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+        # 30 s: while a worker's embedder loads (imports, ONNX sessions) its event loop can stall for seconds on a
+        # loaded machine, and `serve` runs a worker per core, each loading its own at once.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as response:
             if json.load(response)["checks"]["embedder"]["state"] != "loading":
                 return
         time.sleep(0.3)

@@ -1,10 +1,20 @@
-"""Per-token rate limiting: an in-process token bucket per API token (or user for stdio)."""
+"""Rate limiting by token bucket.
+
+`SharedRateLimiter` limits tool calls per API token (or user for stdio) with one bucket row per token in PostgreSQL,
+so every worker of `serve --workers N` and every replica takes from the same bucket: one UPSERT per call, in its own
+autocommit statement (docs/BENCHMARKS.md, "Workers"). `RateLimiter` is the in-process bucket, for throttles whose
+state may stay in one process.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from datetime import datetime
+
+from app.db.engine import Database
+from app.db.repositories.rate_buckets import RateBucketRepository
 
 
 @dataclass
@@ -27,3 +37,23 @@ class RateLimiter:
             return (1.0 - tokens) / rate
         self._buckets[key] = (tokens - 1.0, now)
         return None
+
+
+@dataclass
+class SharedRateLimiter:
+    """`per_minute` calls a minute per key, with a burst of as many, across every process on the database."""
+
+    db: Database
+    per_minute: int
+    # None: the database's clock. A test passes moments it sets itself, so refills never depend on its pace.
+    clock: Callable[[], datetime] | None = None
+
+    async def retry_after(self, key: str) -> float | None:
+        """None when the call may go ahead (and is counted), else the seconds until it may."""
+        if self.per_minute <= 0:
+            return None
+        rate = self.per_minute / 60.0
+        async with self.db.autocommit() as session:
+            at = self.clock() if self.clock is not None else None
+            granted, tokens = await RateBucketRepository(session).take(key, float(self.per_minute), rate, at)
+        return None if granted else (1.0 - tokens) / rate
