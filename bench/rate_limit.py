@@ -1,4 +1,4 @@
-"""Benchmark: what the shared rate limit costs per tool call (one UPSERT on `rate_bucket`, app.services.ratelimit).
+"""Benchmark: what the shared rate limit costs per tool call (one UPSERT on `rate_bucket`, app.services.auth.ratelimit).
 
     python -m bench.rate_limit --calls 2000
 
@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 import psutil
-from app.services.ratelimit import SharedRateLimiter
 
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import Database, build_engine
+from app.services.auth.ratelimit import SharedRateLimiter
 
 
 def postgres_cpu(pgdata: Path) -> float:

@@ -21,10 +21,10 @@ import psutil
 import pytest
 
 from app.db.engine import Database
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from bench.common import free_port, wait_ready
 from tests.conftest import MODEL_CACHE
-from tests.helpers import ToolCaller, execute, rows
+from tests.support.helpers import ToolCaller, execute, rows
 
 WORKERS = 2
 
