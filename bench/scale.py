@@ -63,7 +63,7 @@ from app.db.engine import Database, build_engine
 from app.db.models import Role, ThoughtStatus
 from app.db.records import Principal
 from app.db.repositories.projects import ProjectRepository
-from app.db.repositories.search import SearchFilter, _vector_leg_statement, hnsw_ef_search
+from app.db.repositories.search import SearchFilter, SearchRepository, _vector_leg_statement, hnsw_ef_search
 from app.db.repositories.thoughts import VectorScan
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import ModelProfile
@@ -688,11 +688,62 @@ async def tenancy_section(store: Store, probe: Probe, base: Base, counts: list[i
                 **memory,
             }
             print(f"  tenancy {count:>4} partial indexes: {out[str(count)]}", flush=True)
+        out["concurrent_searches"] = await concurrent_lock_probe(probe, cases["small"], sessions=12)
+        print(f"  tenancy {len(built)} partial indexes, 12 open searches: {out['concurrent_searches']}", flush=True)
     finally:
         for name in built:
             await _autocommit(store.url, project_indexes.drop_statement(name))
         await _autocommit(store.url, f"DELETE FROM project WHERE local_path = '{scratch}'", "VACUUM (ANALYZE) thought")
     return out
+
+
+async def concurrent_lock_probe(probe: Probe, cases: list[tuple[int | None, str]], sessions: int) -> dict[str, Any]:
+    """`sessions` transactions at once, each holding the locks of one scoped vector-leg statement (every index of
+    `thought`), as concurrent searches do while they run: how many fail, and the lock table's size."""
+    db = untimed(probe.url)
+    vector = await probe.runtime.embed_query(cases[0][1])
+    assert vector is not None
+    gate, everyone = asyncio.Event(), asyncio.Event()
+    results: list[str] = []
+
+    def answered(outcome: str) -> None:
+        results.append(outcome)
+        if len(results) == sessions:
+            everyone.set()
+
+    async def one(index: int) -> None:
+        rank = cases[index % len(cases)][0]
+        try:
+            async with db.unit_of_work() as session:
+                await SearchRepository(session).vector_leg(vector, probe.model, _where(probe, rank), pool_size(LIMIT))
+                answered("ok")
+                await gate.wait()
+        except Exception as error:  # the failure is the finding: record it
+            answered(type(error).__name__ + ": " + str(error).splitlines()[0][:160])
+
+    try:
+        tasks = [asyncio.create_task(one(i)) for i in range(sessions)]
+        await everyone.wait()
+        gate.set()
+        await asyncio.gather(*tasks)
+        async with db.unit_of_work() as session:
+            settings = await session.execute(
+                text(
+                    "SELECT current_setting('max_locks_per_transaction') AS per_tx, "
+                    "current_setting('max_connections') AS connections"
+                )
+            )
+            row = settings.one()
+    finally:
+        await db.dispose()
+    failures = [r for r in results if r != "ok"]
+    return {
+        "sessions": sessions,
+        "failed": len(failures),
+        "first_failure": failures[0] if failures else None,
+        "max_locks_per_transaction": row.per_tx,
+        "max_connections": row.connections,
+    }
 
 
 # ---------------------------------------------------------------- main
