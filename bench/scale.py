@@ -626,6 +626,45 @@ async def sizes_section(probe: Probe) -> dict[str, Any]:
     return out
 
 
+WRITE_PROBE = "write probe: "
+DEFAULT_SECTIONS = ["sizes", "http", "plan", "recall", "writes"]
+
+
+async def writes_section(store: Store, probe: Probe, base: Base, rows: int) -> dict[str, Any]:
+    """Bulk throughput of the finished store, comparable across stages in one sitting: `rows` thoughts (spread
+    over the projects by size, as the tail) through bulk_create with every index in place, then deleted (their
+    dead graph entries stay until a VACUUM)."""
+    runtime = await offline_runtime(model=probe.model)
+    assert runtime.embedder is not None
+    embedder = DerivedEmbedder(runtime.embedder)
+    derived = EmbeddingRuntime(EmbeddingSettings(model=probe.model, cache_dir=model_cache_dir()))
+    derived.use(embedder)
+    context = AppContext(probe.db, derived, settings_for(probe.model))
+    call = tool_caller(context, await admin_principal(probe.db, "bench-scale-loader"))
+    sizes = project_sizes(store.n)
+    shares = _apportion(rows, [float(size) for size in sizes])
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    seconds, calls = 0.0, 0
+    try:
+        for rank, count in enumerate(shares):
+            if not count:
+                continue
+            positions = range(offsets[rank], offsets[rank] + count)
+            payloads = [
+                {**payload_at(base, p), "content": WRITE_PROBE + payload_at(base, p)["content"]} for p in positions
+            ]
+            embedder.expect([p["content"] for p in payloads], [vector_at(base, p + FULL).tolist() for p in positions])
+            started = time.perf_counter()
+            await call("memory_store", {"action": "bulk_create", "cwd": project_path(rank), "thoughts": payloads})
+            seconds += time.perf_counter() - started
+            calls += 1
+    finally:
+        await _autocommit(store.url, f"DELETE FROM thought WHERE starts_with(content, '{WRITE_PROBE}')")
+    out = {"rows": rows, "calls": calls, "call_seconds": round(seconds, 1), "rows_per_s": round(rows / seconds, 1)}
+    print(f"  writes: {out}", flush=True)
+    return out
+
+
 # ---------------------------------------------------------------- many partial indexes (the tenancy section)
 
 
@@ -773,6 +812,8 @@ async def measure(store: Store, base: Base, args: argparse.Namespace, work_dir: 
             results["plan"] = await plan_section(probe, args.plan_queries)
         if "recall" in sections:
             results["recall"] = await recall_section(probe, args.recall_queries)
+        if "writes" in sections:
+            results["writes"] = await writes_section(store, probe, base, args.write_rows)
         if "tenancy" in sections:
             results["tenancy"] = await tenancy_section(store, probe, base, args.tenancy)
     finally:
@@ -794,9 +835,10 @@ def main() -> None:
     parser.add_argument(
         "--sections",
         type=lambda v: v.split(","),
-        default=["sizes", "http", "plan", "recall"],
-        help="comma-separated subset of sizes,http,plan,recall,tenancy (build only: none)",
+        default=DEFAULT_SECTIONS,
+        help="comma-separated subset of sizes,http,plan,recall,writes,tenancy (build only: none)",
     )
+    parser.add_argument("--write-rows", type=int, default=2000, help="thoughts the writes section stores")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     base = load_base(args.model)
@@ -806,11 +848,8 @@ def main() -> None:
         if args.sections != ["none"]:
             with tempfile.TemporaryDirectory(prefix="synapto-bench-scale-") as tmp:
                 results = asyncio.run(measure(store, base, args, Path(tmp)))
-            target = (
-                args.json
-                or RESULTS
-                / f"scale-{args.thoughts}{'-' + '-'.join(args.sections) if 'tenancy' in args.sections else ''}.json"
-            )
+            suffix = "" if args.sections == DEFAULT_SECTIONS else "-" + "-".join(args.sections)
+            target = args.json or RESULTS / f"scale-{args.thoughts}{suffix}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(results, indent=2, default=str) + "\n")
             print(f"results: {target}")
