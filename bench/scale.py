@@ -415,11 +415,14 @@ class Probe:
     vocab_of: list[int]  # scale rank -> bench.dataset project of its thoughts
 
 
-async def make_probe(store: Store, base: Base, model: str) -> Probe:
+async def make_probe(store: Store, base: Base, model: str, *, as_it_stands: bool = False) -> Probe:
+    """The projects as a search reads them: counted as the jobs count them, and indexed (unless `as_it_stands`:
+    a build beside us owns the indexes)."""
     runtime = await offline_runtime(model=model)
     db = Database(build_engine(store.url, pool_size=4))
     await refresh_thought_estimates(db)
-    await reconcile_project_indexes(db)
+    if not as_it_stands:
+        await reconcile_project_indexes(db)
     projects = {}
     async with db.unit_of_work() as session:
         repository = ProjectRepository(session)
@@ -789,7 +792,7 @@ async def concurrent_lock_probe(probe: Probe, cases: list[tuple[int | None, str]
 
 
 async def measure(store: Store, base: Base, args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
-    probe = await make_probe(store, base, args.model)
+    probe = await make_probe(store, base, args.model, as_it_stands=args.as_it_stands)
     sizes = project_sizes(store.n)
     results: dict[str, Any] = {
         "thoughts": store.n,
@@ -838,13 +841,19 @@ def main() -> None:
         default=DEFAULT_SECTIONS,
         help="comma-separated subset of sizes,http,plan,recall,writes,tenancy (build only: none)",
     )
+    parser.add_argument(
+        "--as-it-stands",
+        action="store_true",
+        help="measure the store in whatever stage it is (e.g. beside a build still running): no loading",
+    )
     parser.add_argument("--write-rows", type=int, default=2000, help="thoughts the writes section stores")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     base = load_base(args.model)
     store = open_store(args.thoughts)
     try:
-        asyncio.run(build(store, base, args.model))
+        if not args.as_it_stands:
+            asyncio.run(build(store, base, args.model))
         if args.sections != ["none"]:
             with tempfile.TemporaryDirectory(prefix="synapto-bench-scale-") as tmp:
                 results = asyncio.run(measure(store, base, args, Path(tmp)))
