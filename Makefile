@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check migrate model bench eval eval-locomo format clean bench-search bench-organisation fuzz load
+.PHONY: run test check migrate model bench eval eval-locomo format clean bench-search bench-organisation bench-scale fuzz load
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,19 @@ eval-locomo: $(STAMP) model
 
 bench-search: $(STAMP) model
 	$(BIN)/python -m bench.search $(ARGS)
+
+# Many tenants (bench/scale.py, docs/BENCHMARKS.md "Many tenants"): 1,000 projects of long-tailed sizes at 10 k,
+# 100 k and 1 M thoughts, one stage after the other, each store built once in bench/.data/scale-<N> (reruns reuse
+# it; an interrupted load resumes). One stage: make bench-scale ARGS='--thoughts 100000'. Needs the 100 k e5 set
+# of `make bench` (bench/.data/100000-<model folder>, built first if missing). The 1 M store takes ~1 h on 2 cores.
+bench-scale: $(STAMP) model
+ifeq ($(strip $(ARGS)),)
+	$(BIN)/python -m bench.scale --thoughts 10000
+	$(BIN)/python -m bench.scale --thoughts 100000
+	$(BIN)/python -m bench.scale --thoughts 1000000
+else
+	$(BIN)/python -m bench.scale $(ARGS)
+endif
 
 bench-organisation: $(STAMP) model
 	$(BIN)/python -m bench.organisation $(ARGS)

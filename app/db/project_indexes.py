@@ -1,10 +1,14 @@
 """Per-project HNSW indexes: `ix_thought_embedding_hnsw`'s expression over one project's rows, for each project
-too big to scan exactly and not most of the memory.
+too big to scan exactly and not most of the memory, the largest 64 of them at most.
 
 A project-scoped search walks the shared graph with the project as a filter. For a project of 7-25 % of the
 thoughts and a query whose neighbours lie in other projects, that walk recalled 0.82 @10 in 13-31 ms at 100 k
 thoughts; a graph of the project's rows alone recalls 0.98 in ~2 ms (docs/BENCHMARKS.md, seventh round). The
-price is a second graph insert for every thought of such a project.
+price is a second graph insert for every thought of such a project, and a cost per index that every statement on
+`thought` pays whatever its project: the planner opens, locks and checks each partial index, and every insert
+checks each predicate (at 10 k thoughts, ~5 µs of planning per index up to 300 of them, 15 µs at 994, and ~10 kB
+of each backend's relation cache; docs/BENCHMARKS.md, "Many tenants"). Hence the cap
+(app.services.project_index_job.MAX_PROJECT_INDEXES).
 
 The background jobs decide which projects get one and build or drop it CONCURRENTLY, so writes go on meanwhile
 (app.services.jobs.project_indexes). No migration knows them, so Alembic skips them

@@ -21,6 +21,10 @@ from app.db.repositories.projects import EXACT_SCAN_MAX_ROWS
 logger = logging.getLogger(__name__)
 
 
+# The cap on per-project indexes (ProjectIndexLimits.max_indexes); measured in docs/BENCHMARKS.md, "Many tenants".
+MAX_PROJECT_INDEXES = 64
+
+
 @dataclass(frozen=True)
 class ProjectIndexLimits:
     """Which projects get their own HNSW index (app.db.project_indexes), by their last count.
@@ -28,12 +32,17 @@ class ProjectIndexLimits:
     Built above `min_rows` live thoughts (smaller projects are scanned exactly) and up to `max_share` of all
     live thoughts (a filter that passes most of the shared graph walks it well); kept until the project falls
     to `keep_min_rows` or grows past `keep_max_share`, so a project near a limit is not rebuilt every tick.
+    At most `max_indexes` exist, for the largest such projects (by count, then id): every statement on `thought`
+    opens, plans around and locks each partial index, and every insert checks each predicate, so their number,
+    not their size, is what a many-tenant store pays for (docs/BENCHMARKS.md, "Many tenants"). A project past
+    the cap walks the shared graph.
     """
 
     min_rows: int = EXACT_SCAN_MAX_ROWS
     max_share: float = 0.6
     keep_min_rows: int = EXACT_SCAN_MAX_ROWS // 2
     keep_max_share: float = 0.75
+    max_indexes: int = MAX_PROJECT_INDEXES
 
 
 @dataclass
@@ -46,12 +55,18 @@ class IndexChanges:
 BUILD_TIMEOUT_SECONDS = 3600.0  # a build reads the whole project; pooled connections time out after 60 s
 # As migrations 0002/0005 build the shared graph: one spilled past maintenance_work_mem recalls less.
 BUILD_MAINTENANCE_WORK_MEM = "512MB"
+# `place`: the project's rank by size among those under the keep share (the largest first), which the cap reads.
 _INDEX_CANDIDATES = text(
-    "WITH total AS (SELECT greatest(sum(thought_estimate), 1) AS n FROM project) "
-    "SELECT p.id, "
-    "p.thought_estimate > :min_rows AND p.thought_estimate <= CAST(:max_share AS float8) * total.n AS wanted, "
-    "p.thought_estimate > :keep_min_rows AND p.thought_estimate <= CAST(:keep_max_share AS float8) * total.n AS kept "
-    "FROM project p, total ORDER BY p.id"
+    "WITH total AS (SELECT greatest(sum(thought_estimate), 1) AS n FROM project), "
+    "ranked AS (SELECT p.id, p.thought_estimate AS estimate, row_number() OVER (ORDER BY "
+    "p.thought_estimate <= CAST(:keep_max_share AS float8) * total.n DESC, p.thought_estimate DESC, p.id) AS place "
+    "FROM project p, total) "
+    "SELECT r.id, "
+    "r.estimate > :min_rows AND r.estimate <= CAST(:max_share AS float8) * total.n "
+    "AND r.place <= :max_indexes AS wanted, "
+    "r.estimate > :keep_min_rows AND r.estimate <= CAST(:keep_max_share AS float8) * total.n "
+    "AND r.place <= :max_indexes AS kept "
+    "FROM ranked r, total ORDER BY r.id"
 )
 
 

@@ -231,3 +231,21 @@ async def test_the_search_tool_reads_a_project_through_its_index_unless_it_is_co
     assert scans == [VectorScan.EXACT, VectorScan.PROJECT_INDEX, VectorScan.SHARED_INDEX, VectorScan.SHARED_INDEX]
     garden = await rows(reader.context, "SELECT id FROM thought WHERE project_id = :p", p=projects["Garden"])
     assert len(answer.items) == 10 and set(ids_of(answer)) <= {str(row[0]) for row in garden}
+
+
+async def test_at_most_max_indexes_exist_for_the_largest_projects(
+    reader: ToolCaller, projects: dict[str, uuid.UUID]
+) -> None:
+    """Each partial index costs every statement on `thought` (planning, locks) and every insert (its predicate):
+    past the cap only the largest qualifying projects keep one, and one that outgrows a holder takes its place."""
+    capped = ProjectIndexLimits(min_rows=5, max_share=0.4, keep_min_rows=3, keep_max_share=0.45, max_indexes=1)
+    # Garden (30 %) and Tiny (9 %) both qualify; Billing (61 %) is past the share.
+    assert await reconcile_project_indexes(reader.context.db, capped) == IndexChanges(created=[projects["Garden"]])
+    assert await reconcile_project_indexes(reader.context.db, capped) == IndexChanges()
+
+    await _estimate(reader.context, "Tiny", 25)  # 25 of 85 (29 %): now larger than Garden's 20 (24 %)
+    garden = project_indexes.project_index_name(projects["Garden"])
+    expected = IndexChanges(created=[projects["Tiny"]], dropped=[garden])
+    assert await reconcile_project_indexes(reader.context.db, capped) == expected
+    assert [row[0] for row in await _indexes(reader.context)] == [project_indexes.project_index_name(projects["Tiny"])]
+    assert await _has_index(reader.context, "/work/tiny") and not await _has_index(reader.context, "/work/garden")
