@@ -68,11 +68,11 @@ from app.db.repositories.thoughts import VectorScan
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import ModelProfile
 from app.embedding.runtime import EmbeddingRuntime
-from app.services.auth import AuthService
+from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
-from app.services.jobs import refresh_thought_estimates
-from app.services.project_index_job import reconcile_project_indexes
-from app.services.search import pool_size
+from app.services.jobs.background import refresh_thought_estimates
+from app.services.jobs.project_indexes import reconcile_project_indexes
+from app.services.recall.search import pool_size
 from bench.common import machine
 from bench.dataset import (
     DATA_ROOT,
