@@ -91,6 +91,8 @@ class SearchRequest:
     contradiction_mode: Literal["flag", "off"] = "flag"
     include_url_links: bool = False
     group_by_cluster: bool = False
+    # False for a search that picks a thought to act on (the console's thought picker): choosing is not recalling.
+    count_hits: bool = True
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ async def search_answered(
                 id_query=id_query,
                 id_parsed=True,
             )
-            outcome = await search_service(session, app).search(query)
+            outcome = await search_service(session, app, request.count_hits).search(query)
             ids = [hit.thought.id for hit in outcome.hits]
             links = await _links(session, request.include_url_links, ids)
             clusters = await SearchRepository(session).clusters_of(ids) if request.group_by_cluster else {}
