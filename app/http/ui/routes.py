@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from app.db.records import Principal
-from app.http.ui import confirm, curate, graph, humane, members, operations, review, users
+from app.http.ui import confirm, curate, graph, humane, members, operations, review, triage, users
 from app.http.ui.console import HERE, Console, ConsoleConfig, FormHandler, posting
 from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
@@ -45,7 +45,9 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
     console = Console(context, config)
     console.templates.env.globals["asset"] = partial(asset_url, STATIC)
     humane.register(console.templates.env)
-    console.templates.env.globals.update(done_message=curate.done_message, edge_types=curate.EDGE_TYPES)
+    console.templates.env.globals.update(
+        done_message=curate.done_message, edge_types=curate.EDGE_TYPES, triage_result=triage.triage_result
+    )
 
     def page(handler: Callable[[Console, Request, Principal, SessionData | None], Awaitable[Response]]) -> Any:
         return console.page(partial(handler, console))
@@ -80,10 +82,12 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/review/edges/apply-batch", page(posting(review.edge_apply_batch)), methods=["POST"]),
         Route("/review/edges/rollback", page(posting(review.edge_rollback)), methods=["POST"]),
         Route("/review/edges/reject", page(posting(review.edge_reject)), methods=["POST"]),
+        Route("/review/edges/selected", page(posting(triage.edges_selected)), methods=["POST"]),
         Route("/review/retention", page(review.retention_list), methods=["GET"]),
         Route("/review/retention/protect", page(posting(review.retention_protect)), methods=["POST"]),
         Route("/review/retention/delete", page(posting(review.retention_delete)), methods=["POST"]),
         Route("/review/retention/compact", page(posting(review.retention_compact)), methods=["POST"]),
+        Route("/review/retention/selected", page(posting(triage.retention_selected)), methods=["POST"]),
         Route("/review/clusters", page(review.clusters), methods=["GET"]),
         Route("/review/clusters/auto", page(posting(review.auto_cluster)), methods=["POST"]),
         Route("/admin/operations", page(admin_only(operations.overview)), methods=["GET"]),

@@ -175,7 +175,8 @@ async def test_edit_link_retype_unlink_merge_unarchive_and_delete(
     archived_page = await ui.get(f"/ui/thoughts/{other}")
     assert "Unarchive" in archived_page.text and "Archive…" not in archived_page.text
     delete = await ui.post(f"/ui/thoughts/{other}/delete", data={"csrf": csrf})
-    assert delete.status_code in (200, 400, 409), delete.text  # the retention preview says whether it may go
+    assert delete.status_code == 200 and "Preview: Delete a thought for good" in delete.text
+    assert "hard-delete it and its" in delete.text  # the tool's own preview (retention_review action=delete)
     assert await rows(writer, "SELECT count(*) FROM thought WHERE id = :id", id=other) == [(1,)]
     back = await ui.post(f"/ui/thoughts/{other}/unarchive", data={"csrf": csrf})
     assert back.status_code == 303 and "Thought unarchived" in (await ui.get(back.headers["location"])).text
