@@ -253,31 +253,6 @@ def _just(*ids: str) -> Callable[[Answer], list[str]]:
 
 
 async def clusters(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    """The auto_cluster form: its two optional arguments, then the tool's preview screen."""
+    """The auto_cluster form: its two optional arguments, then the tool's preview screen (clusters.py)."""
     values = console.base(principal, session, min_similarity="", min_members="", errors=FieldErrors())
     return console.render(request, "review_clusters.html", values)
-
-
-async def auto_cluster(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    arguments: dict[str, Any] = {"action": "auto_cluster"}
-    typed_distance, typed_members = form.get("min_similarity").strip(), form.get("min_members").strip()
-    # The contract's bounds (0 < min_similarity ≤ 2, 2 ≤ min_members ≤ 1000), said with the form's labels.
-    errors = FieldErrors()
-    distance = forms.number(errors, "min_similarity", typed_distance, label="Largest cosine distance", above=0, high=2)
-    members = forms.number(errors, "min_members", typed_members, label="Smallest cluster", whole=True, low=2, high=1000)
-    if errors:
-        values = console.base(
-            principal, session, min_similarity=typed_distance, min_members=typed_members, errors=errors
-        )
-        return console.render(request, "review_clusters.html", values, 400)
-    if distance is not None:
-        arguments["min_similarity"] = distance
-    if members is not None:
-        arguments["min_members"] = int(members)
-    fields = [("min_similarity", typed_distance), ("min_members", typed_members)]
-    title = "Group similar thoughts into clusters"
-    return await console.two_step(
-        request, principal, session, form, "memory_crystallize", arguments, title, fields, CLUSTERS
-    )

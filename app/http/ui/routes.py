@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from app.db.records import Principal
-from app.http.ui import confirm, curate, graph, humane, members, operations, review, triage, users
+from app.http.ui import clusters, confirm, curate, graph, humane, members, operations, review, triage, users
 from app.http.ui.console import HERE, Console, ConsoleConfig, FormHandler, posting
 from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
@@ -89,7 +89,7 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/review/retention/compact", page(posting(review.retention_compact)), methods=["POST"]),
         Route("/review/retention/selected", page(posting(triage.retention_selected)), methods=["POST"]),
         Route("/review/clusters", page(review.clusters), methods=["GET"]),
-        Route("/review/clusters/auto", page(posting(review.auto_cluster)), methods=["POST"]),
+        Route("/review/clusters/auto", page(posting(clusters.auto_cluster)), methods=["POST"]),
         Route("/admin/operations", page(admin_only(operations.overview)), methods=["GET"]),
         Route("/admin/health", page(admin_only(operations.health)), methods=["GET"]),
         Route("/admin/health/check", page(admin_only(posting(operations.health_check))), methods=["POST"]),
