@@ -65,6 +65,9 @@ async def test_a_group_left_out_of_the_preview_is_not_created(
     members = {name: [v for n, v in fields if n == name] for name in ("members_0", "members_1")}
     kept = "members_0" if set(members["members_0"]) == set(billing) else "members_1"
     assert {frozenset(v) for v in members.values()} == {frozenset(billing), frozenset(terraform)}
+    unticked = await post(ui, "/ui/review/clusters/auto", [(n, v) for n, v in fields if n != "keep"])
+    assert "Nothing was created: no group was ticked." in unticked.text
+    assert await rows(writer, "SELECT count(*) FROM thought WHERE is_cluster") == [(0,)]
     chosen = [(n, v) for n, v in fields if n != "keep"] + [("keep", kept.removeprefix("members_"))]
     done = await post(ui, "/ui/review/clusters/auto", chosen)
     assert done.status_code == 200 and "Created 1 cluster; left out 1 group." in done.text, done.text
