@@ -1,6 +1,7 @@
 """Curating in a real browser (Debian's Chromium, Playwright, `serve` under uvicorn): create a thought, link it to
-another found with the thought picker, edit it, archive it through the preview and unarchive it — every step by
-its visible labels, with no JavaScript error on any page. Skips where Chromium or playwright is missing."""
+another found with the thought picker, edit it, archive it through the preview and unarchive it; and triage the
+edge queue from the keyboard — every step by its visible labels, with no JavaScript error on any page. Skips where
+Chromium or playwright is missing."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ from tests.support.helpers import ToolCaller
 from tests.support.serving import serving
 
 OTHER = "Webhook retries back off exponentially up to an hour"
+QUEUE = [
+    "The billing service retries a failed card payment three times before giving up",
+    "Card payments that fail get three retries in the billing service",
+    "Failed card payments are retried three times by the billing service",
+    "The billing service retries failed card payments three times",
+]
 
 
 async def test_create_link_with_the_picker_edit_archive_and_unarchive(
@@ -78,6 +85,52 @@ async def test_create_link_with_the_picker_edit_archive_and_unarchive(
             assert await writer.ok("memory_recall", {"action": "get", "thought_id": thought_id})
             assert errors == [], f"JavaScript errors in the console: {errors}"
             assert other_id
+        except BaseException:
+            await screenshot(page, tmp_path, request.node.name)
+            raise
+        finally:
+            await page.close()
+
+
+async def test_keyboard_triage_selects_rejects_and_stays_on_the_queue(
+    browser: Any, database_url: str, clean_database: Database, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with serving(database_url, tmp_path) as (port, context):
+        async with clean_database.unit_of_work() as session:
+            token, principal = await AuthService(session).create_token("grace", Role.writer, "browser test")
+        writer = ToolCaller(context, principal)
+        for content in QUEUE:
+            subject = (await writer.ok("memory_store", {"action": "create", "content": content})).item
+        await writer.ok("edge_review", {"action": "enqueue", "thought_id": subject["id"]})
+        pending = len((await writer.ok("edge_review", {"action": "list", "status": "pending"})).items)
+        assert pending >= 3
+
+        page = await browser.new_page()
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            await page.goto(f"{base}/ui/sign-in")
+            await page.get_by_label("API token").fill(token)
+            await page.get_by_role("button", name="Sign in with token").click()
+            await page.wait_for_url(f"{base}/ui/")
+            await page.goto(f"{base}/ui/review/edges")
+            assert "j / k next / previous item" in await page.locator("#triage-keys").inner_text()
+            for key in ("j", "x", "j", "x"):  # the first two proposals, selected from the keyboard
+                await page.keyboard.press(key)
+            assert await page.locator("input[name=proposal_ids]:checked").count() == 2
+            await page.get_by_role("button", name="Reject selected…").click()
+            await page.get_by_role("heading", name="Reject 2 selected proposal(s)?").wait_for()
+            await page.get_by_role("button", name="Yes, reject 2").click()
+            await page.get_by_text("Rejected 2 proposal(s).").wait_for()
+            assert page.url.startswith(f"{base}/ui/review/edges?")  # back on the queue
+            await page.keyboard.press("j")
+            await page.keyboard.press("r")  # the next one, rejected in one step
+            await page.get_by_text("Rejected 1 proposal(s).").wait_for()
+            left = (await writer.ok("edge_review", {"action": "list", "status": "pending"})).items
+            assert len(left) == pending - 3
+            assert errors == [], f"JavaScript errors in the console: {errors}"
         except BaseException:
             await screenshot(page, tmp_path, request.node.name)
             raise
