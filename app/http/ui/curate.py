@@ -239,27 +239,45 @@ async def link(
     other = form.get("other_id").strip()
     edge_type = form.get("edge_type") or "related"
     if not other:
-        thought = await _thought(console, principal, thought_id)
-        query = form.get("query")
-        picked = await _picked(console, principal, query.strip(), thought_id)
         errors = FieldErrors({"other_id": "Pick the thought to link to (search for it above)."})
-        values = console.base(
-            principal,
-            session,
-            thought=thought,
-            purpose="link",
-            query=query,
-            picked=picked,
-            edge_types=EDGE_TYPES,
-            errors=errors,
-        )
-        return console.render(request, "curate_pick.html", values, 400)
+        return await _pick_again(console, request, principal, session, form, errors, 400)
     source, target = (other, thought_id) if form.get("direction") == "in" else (thought_id, other)
     arguments = {"action": "link", "source_id": source, "target_id": target, "edge_type": edge_type}
     answer = await console.call(principal, "memory_store", arguments)
-    if answer.error is not None:
+    if answer.error is not None and answer.status == 403:  # a role refusal: the refusal page, as every form's
         return _refused(console, request, principal, session, answer, "Link two thoughts", _thought_page(thought_id))
+    if answer.error is not None:  # e.g. the pair already carries another type: said by the picker, query kept
+        errors = FieldErrors()
+        errors.from_tool(answer.error, {"edge_type": "edge_type", "source_id": "other_id", "target_id": "other_id"})
+        return await _pick_again(console, request, principal, session, form, errors, answer.status)
     return RedirectResponse(_thought_page(thought_id, "linked"), status_code=303)
+
+
+async def _pick_again(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    form: Form,
+    errors: FieldErrors,
+    status: int,
+) -> Response:
+    """The link picker again, with its query's hits and the error beside the field it concerns."""
+    thought_id = request.path_params["thought_id"]
+    thought = await _thought(console, principal, thought_id)
+    query = form.get("query")
+    picked = await _picked(console, principal, query.strip(), thought_id)
+    values = console.base(
+        principal,
+        session,
+        thought=thought,
+        purpose="link",
+        query=query,
+        picked=picked,
+        edge_types=EDGE_TYPES,
+        errors=errors,
+    )
+    return console.render(request, "curate_pick.html", values, status)
 
 
 async def unlink(

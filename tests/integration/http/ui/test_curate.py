@@ -146,6 +146,13 @@ async def test_edit_link_retype_unlink_merge_unarchive_and_delete(
     )
     assert linked.status_code == 303 and "Edge created." in (await ui.get(linked.headers["location"])).text
     assert await edge_rows(writer, subject) == [(subject, other, "supports")]
+    twice = await ui.post(
+        f"/ui/thoughts/{subject}/link",
+        data={"csrf": csrf, "other_id": other, "edge_type": "depends_on", "query": "three attempts per day"},
+    )
+    assert twice.status_code in (400, 409), twice.text  # one edge per pair: the tool's refusal, on the picker
+    assert 'class="error" role="alert"' in twice.text and f'name="other_id" value="{other}"' in twice.text
+    assert await edge_rows(writer, subject) == [(subject, other, "supports")]
 
     [(edge_id,)] = await rows(writer, "SELECT id::text FROM edge WHERE source_id = :id", id=subject)
     preview = await ui.post(
