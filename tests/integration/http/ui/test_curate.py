@@ -12,7 +12,7 @@ from app.db.models import Role
 from app.services.context import AppContext
 from tests.support.console import confirm_fields, post, signed_in, text_of, ui  # noqa: F401 (fixture)
 from tests.support.helpers import ToolCaller, rows
-from tests.support.team import changed_tables, table_digests
+from tests.support.team import changed_tables, table_digests, team
 
 PARENT = "The payments team owns the card retry policy"
 OTHER = "Card retries are capped at three attempts per day"
@@ -188,3 +188,31 @@ async def test_edit_link_retype_unlink_merge_unarchive_and_delete(
     back = await ui.post(f"/ui/thoughts/{other}/unarchive", data={"csrf": csrf})
     assert back.status_code == 303 and "Thought unarchived" in (await ui.get(back.headers["location"])).text
     assert await rows(writer, "SELECT status::text FROM thought WHERE id = :id", id=other) == [("active",)]
+
+
+async def test_a_closed_projects_thoughts_are_neither_shown_nor_curated_by_a_non_member(
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
+) -> None:
+    cast = await team(app_context)
+    secret_id = cast.secret.thought_ids[0]
+    own = cast.open_thought_ids[0]
+    csrf = await signed_in(ui, app_context, "bob", Role.writer)  # a writer, no member of alice's `secret`
+    before = await table_digests(app_context)
+    for path in (f"/ui/thoughts/{secret_id}/edit", f"/ui/thoughts/{secret_id}/pick?query=master"):
+        page = await ui.get(path)
+        assert page.status_code == 404 and "master key" not in page.text, path
+    picker = await ui.get(f"/ui/thoughts/{own}/pick", params={"query": "secret master key note"})
+    assert picker.status_code == 200 and "secret master key note 0" not in picker.text  # only what bob sees
+    assert not any(f'value="{thought_id}"' in picker.text for thought_id in cast.secret.thought_ids)
+    for path, data in (
+        (f"/ui/thoughts/{secret_id}/edit", {"content": "bob was here", "tags": ""}),
+        (f"/ui/thoughts/{own}/link", {"other_id": secret_id, "edge_type": "supports"}),
+        (f"/ui/thoughts/{secret_id}/unarchive", {}),
+        (f"/ui/thoughts/{secret_id}/delete", {}),
+    ):
+        refused = await ui.post(path, data={"csrf": csrf, **data})
+        # refused, or (delete's preview, as over MCP) answered `not_found`: the thought is not bob's to see
+        assert refused.status_code in (403, 404) or "not_found" in refused.text, (path, refused.status_code)
+        assert "master key" not in refused.text, path
+    assert changed_tables(before, await table_digests(app_context)) == []
