@@ -10,10 +10,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.db.records import Principal
+from app.http.ui import forms
+from app.http.ui.console import Answer
+from app.http.ui.forms import FieldErrors
 from app.http.ui.session import SessionData
 
 if TYPE_CHECKING:
-    from app.http.ui.console import Answer, Console, Form
+    from app.http.ui.console import Console, Form
 
 PROPOSAL_STATUSES = ("pending", "accepted", "rejected", "stale", "expired", "rolled_back")
 PROPOSAL_PAGE = 25
@@ -28,13 +31,6 @@ def _int(value: str | None) -> int:
         return max(int(value or 0), 0)
     except ValueError:
         return 0
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
 
 
 # ---------------------------------------------------------------- edge_review
@@ -116,23 +112,28 @@ async def retention_list(
     params = request.query_params
     offset = _int(params.get("offset"))
     arguments: dict[str, Any] = {"action": "list", "limit": RETENTION_PAGE, "offset": offset, "compact": False}
-    min_age, floor = _float(params.get("min_age_days")), _float(params.get("importance_floor"))
+    errors = FieldErrors()  # a value that is not a number is said next to its field, never dropped in silence
+    min_age = forms.number(errors, "min_age_days", params.get("min_age_days", ""), label="Minimum age", above=0)
+    floor = forms.number(
+        errors, "importance_floor", params.get("importance_floor", ""), label="Importance below", low=0, high=1
+    )
     if min_age is not None:
         arguments["min_age_days"] = min_age
     if floor is not None:
         arguments["importance_floor"] = floor
-    answer = await console.call(principal, "retention_review", arguments)
+    answer = await console.call(principal, "retention_review", arguments) if not errors else Answer()
     values = console.base(
         principal,
         session,
         answer=answer,
+        errors=errors,
         offset=offset,
         page=RETENTION_PAGE,
         min_age_days=params.get("min_age_days", ""),
         importance_floor=params.get("importance_floor", ""),
         total=answer.total,
     )
-    return console.render(request, "review_retention.html", values, answer.page_status)
+    return console.render(request, "review_retention.html", values, 400 if errors else answer.page_status)
 
 
 async def retention_protect(
@@ -252,22 +253,6 @@ def _just(*ids: str) -> Callable[[Answer], list[str]]:
 
 
 async def clusters(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    """The auto_cluster form: its two optional arguments, then the tool's preview screen."""
-    values = console.base(principal, session, min_similarity="", min_members="")
+    """The auto_cluster form: its two optional arguments, then the tool's preview screen (clusters.py)."""
+    values = console.base(principal, session, min_similarity="", min_members="", errors=FieldErrors())
     return console.render(request, "review_clusters.html", values)
-
-
-async def auto_cluster(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    arguments: dict[str, Any] = {"action": "auto_cluster"}
-    distance, members = _float(form.get("min_similarity")), form.get("min_members").strip()
-    if distance is not None:
-        arguments["min_similarity"] = distance
-    if members:
-        arguments["min_members"] = _int(members)
-    fields = [("min_similarity", form.get("min_similarity")), ("min_members", members)]
-    title = "Group similar thoughts into clusters"
-    return await console.two_step(
-        request, principal, session, form, "memory_crystallize", arguments, title, fields, CLUSTERS
-    )

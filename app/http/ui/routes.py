@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from app.db.records import Principal
-from app.http.ui import confirm, graph, humane, members, operations, review, users
+from app.http.ui import clusters, confirm, curate, graph, humane, members, operations, review, triage, users
 from app.http.ui.console import HERE, Console, ConsoleConfig, FormHandler, posting
 from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
@@ -45,6 +45,9 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
     console = Console(context, config)
     console.templates.env.globals["asset"] = partial(asset_url, STATIC)
     humane.register(console.templates.env)
+    console.templates.env.globals.update(
+        done_message=curate.done_message, edge_types=curate.EDGE_TYPES, triage_result=triage.triage_result
+    )
 
     def page(handler: Callable[[Console, Request, Principal, SessionData | None], Awaitable[Response]]) -> Any:
         return console.page(partial(handler, console))
@@ -59,7 +62,17 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/sign-in", console.sign_in, methods=["POST"]),
         Route("/sign-out", console.sign_out, methods=["POST"]),
         Route("/search", console.page(console.search), methods=["GET"]),
+        Route("/thoughts/new", page(curate.new_thought), methods=["GET"]),
+        Route("/thoughts/new", page(posting(curate.create_thought)), methods=["POST"]),
         Route("/thoughts/{thought_id}", console.page(console.thought), methods=["GET"]),
+        Route("/thoughts/{thought_id}/edit", page(curate.edit_thought), methods=["GET"]),
+        Route("/thoughts/{thought_id}/edit", page(posting(curate.update_thought)), methods=["POST"]),
+        Route("/thoughts/{thought_id}/pick", page(curate.pick), methods=["GET"]),
+        Route("/thoughts/{thought_id}/link", page(posting(curate.link)), methods=["POST"]),
+        Route("/thoughts/{thought_id}/unlink", page(posting(curate.unlink)), methods=["POST"]),
+        Route("/thoughts/{thought_id}/retype", page(posting(curate.retype)), methods=["POST"]),
+        Route("/thoughts/{thought_id}/unarchive", page(posting(curate.unarchive)), methods=["POST"]),
+        Route("/thoughts/{thought_id}/delete", page(posting(curate.delete)), methods=["POST"]),
         Route("/projects/{project_id}/timeline", console.page(console.timeline), methods=["GET"]),
         Route("/graph", page(graph.project_graph), methods=["GET"]),
         Route("/thoughts/{thought_id}/archive", page(posting(review.thought_archive)), methods=["POST"]),
@@ -69,12 +82,14 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/review/edges/apply-batch", page(posting(review.edge_apply_batch)), methods=["POST"]),
         Route("/review/edges/rollback", page(posting(review.edge_rollback)), methods=["POST"]),
         Route("/review/edges/reject", page(posting(review.edge_reject)), methods=["POST"]),
+        Route("/review/edges/selected", page(posting(triage.edges_selected)), methods=["POST"]),
         Route("/review/retention", page(review.retention_list), methods=["GET"]),
         Route("/review/retention/protect", page(posting(review.retention_protect)), methods=["POST"]),
         Route("/review/retention/delete", page(posting(review.retention_delete)), methods=["POST"]),
         Route("/review/retention/compact", page(posting(review.retention_compact)), methods=["POST"]),
+        Route("/review/retention/selected", page(posting(triage.retention_selected)), methods=["POST"]),
         Route("/review/clusters", page(review.clusters), methods=["GET"]),
-        Route("/review/clusters/auto", page(posting(review.auto_cluster)), methods=["POST"]),
+        Route("/review/clusters/auto", page(posting(clusters.auto_cluster)), methods=["POST"]),
         Route("/admin/operations", page(admin_only(operations.overview)), methods=["GET"]),
         Route("/admin/health", page(admin_only(operations.health)), methods=["GET"]),
         Route("/admin/health/check", page(admin_only(posting(operations.health_check))), methods=["POST"]),

@@ -124,12 +124,14 @@ def search_query(
     return SearchQuery(text=request.query, where=where, vector=vector, id_query=id_query, id_parsed=True, **ranked)
 
 
-async def search(app: AppContext, request: SearchRequest) -> SearchResult:
-    return await search_answered(app, request, _as_is)
+async def search(app: AppContext, request: SearchRequest, count_hits: bool = True) -> SearchResult:
+    """`count_hits=False` for a search that picks a thought to act on (the console's thought picker): choosing is
+    not recalling."""
+    return await search_answered(app, request, _as_is, count_hits)
 
 
 async def search_answered(
-    app: AppContext, request: SearchRequest, answer: Callable[[SearchResult], Answered]
+    app: AppContext, request: SearchRequest, answer: Callable[[SearchResult], Answered], count_hits: bool = True
 ) -> Answered:
     """One search: an id-shaped query is looked up (it embeds only if the lookup misses); any other query's
     embedding runs while the transaction resolves the scope and runs the lexical leg. `answer` runs before the
@@ -149,7 +151,7 @@ async def search_answered(
                 min_importance=request.min_importance,
             )
             query = search_query(request, where, vector, id_query)
-            outcome = await search_service(session, app, hits=hits).search(query)
+            outcome = await search_service(session, app, count_hits, hits=hits).search(query)
             ids = [hit.thought.id for hit in outcome.hits]
             links = await _links(session, request.include_url_links, ids)
             clusters = await SearchRepository(session).clusters_of(ids) if request.group_by_cluster else {}

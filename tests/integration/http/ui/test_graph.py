@@ -124,7 +124,7 @@ async def test_auto_cluster_goes_through_its_preview_and_applies_once(
     assert "Preview: Group similar thoughts into clusters" in preview.text
     assert "Creates 2 cluster thought(s)" in preview.text and html.escape(BILLING[0]) in preview.text
     assert await clusters_count(writer) == 0  # a preview writes nothing
-    fields = confirm_fields(preview.text)
+    fields = [*confirm_fields(preview.text), ("keep", "0"), ("keep", "1")]  # both groups ticked, as shown
     assert dict(fields)["confirm"] == "true" and dict(fields)["preview_token"]
 
     done = await post(ui, "/ui/review/clusters/auto", fields)

@@ -230,7 +230,7 @@ async def test_archive_and_merge_from_a_thought_page(
     source, target, archived = made
     csrf = await signed_in(ui, app_context, "wes", Role.writer)
     page = await ui.get(f"/ui/thoughts/{archived}")
-    assert "Archive…" in page.text and 'label for="target_id"' in page.text
+    assert "Archive…" in page.text and f'href="/ui/thoughts/{archived}/pick?for=merge"' in page.text
 
     preview = await ui.post(f"/ui/thoughts/{archived}/archive", data={"csrf": csrf})
     assert preview.status_code == 200 and "would_archive" in preview.text

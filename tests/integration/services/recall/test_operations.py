@@ -31,6 +31,15 @@ async def test_a_search_spans_every_project_without_cwd_and_counts_its_hits(
     assert await hit_count(app_context, made["id"]) == 1
 
 
+async def test_a_picking_search_counts_no_hit(writer: ToolCaller, app_context: AppContext) -> None:
+    """The console's thought picker searches to choose a thought to act on: choosing is not recalling."""
+    made = await create(writer, "The espresso machine descales every Friday")
+    request = SearchRequest(query="espresso machine descaling", status="all", limit=5)
+    found = await recall_operations.search(app_context, request, count_hits=False)
+    assert [hit.thought.id for hit in found.outcome.hits][:1] == [uuid.UUID(made["id"])]
+    assert await hit_count(app_context, made["id"]) is None  # no thought_hit row at all
+
+
 async def test_a_cwd_scopes_the_search_to_its_project(writer: ToolCaller, app_context: AppContext) -> None:
     project = await register(writer, "billing", "/work/billing")
     inside = await create(writer, "Invoices are numbered per fiscal year", cwd="/work/billing")

@@ -1,0 +1,390 @@
+"""Curating where you read: create a thought, edit its content and tags, link / unlink / retype its edges with a
+thought picker that searches, merge into a picked thought, archive, unarchive and delete — from the thought page.
+
+Every write is the tool's own call through `Console.call` / `Console.two_step` (app.mcp.dispatch), so the roles,
+validation, previews and audit are exactly MCP's: `memory_store` create / update / link (single steps, as in the
+contract), unlink and retype through their previews, `memory_supersede` archive / merge (review.py) and
+`retention_review action=delete` (the contract's one delete of a thought: a retention candidate) through theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from app.db.models import EdgeType
+from app.db.records import Principal
+from app.errors import AppError
+from app.http.ui import forms
+from app.http.ui.forms import FieldErrors
+from app.http.ui.session import SessionData
+from app.mcp.shaping import ThoughtShaper
+from app.services.kinds import MAX_QUERY
+from app.services.recall import operations as recall_operations
+from app.services.recall.requests import SearchRequest
+
+if TYPE_CHECKING:
+    from app.http.ui.console import Answer, Console, Form
+
+EDGE_TYPES = tuple(edge_type.value for edge_type in EdgeType)
+PICKER_HITS = 10
+# The one-line result a page shows after a redirect (`?done=<code>`): fixed texts, so a link cannot put words on it.
+DONE = {
+    "created": "Thought created.",
+    "updated": "Content and tags saved.",
+    "linked": "Edge created.",
+    "unarchived": "Thought unarchived: it is active again.",
+}
+# memory_store's arguments → the fields of the create and edit forms.
+STORE_FIELDS = {"content": "content", "tags": "tags", "parent_id": "parent_id", "cwd": "project", "status": "status"}
+
+
+def done_message(code: str | None) -> str | None:
+    return DONE.get(code or "")
+
+
+def _thought_page(thought_id: str, done: str | None = None) -> str:
+    return f"/ui/thoughts/{thought_id}" + (f"?{urlencode({'done': done})}" if done else "")
+
+
+async def _picked(console: Console, principal: Principal, query: str, exclude: str | None) -> Picked | None:
+    """The picker's choices: the thoughts whose content matches the query, found by the search of
+    `memory_recall action=search` (app.services.recall.operations) as the signed-in user sees them, without
+    counting a hit — choosing a thought to link or merge is not recalling it. The thought itself is left out."""
+    if not query:
+        return None
+    request = SearchRequest(query=query[:MAX_QUERY], cwd=None, status="all", limit=PICKER_HITS)
+    try:
+        found = await recall_operations.search(console.context, request, count_hits=False)
+    except AppError as error:
+        return Picked([], error.message)
+    shape = ThoughtShaper(compact=True)
+    return Picked([shape(hit.thought) for hit in found.outcome.hits if str(hit.thought.id) != exclude])
+
+
+@dataclass(frozen=True)
+class Picked:
+    """The thoughts a picker offers (shaped as a compact recall answer), or why it has none."""
+
+    items: list[dict[str, Any]]
+    error: str | None = None
+
+    @property
+    def page_status(self) -> int:
+        return 400 if self.error else 200
+
+
+# ---------------------------------------------------------------- create
+
+
+async def new_thought(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    params = request.query_params
+    values = {"project": params.get("project", ""), "parent_id": params.get("parent", "")}
+    return await _create_form(console, request, principal, session, values, FieldErrors())
+
+
+async def _create_form(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    typed: dict[str, str],
+    errors: FieldErrors,
+    status: int = 200,
+    picked: Picked | None = None,
+) -> Response:
+    projects = await console.projects(principal)
+    parent = None
+    if typed.get("parent_id"):
+        parent = (await console.thoughts(principal, [typed["parent_id"]])).get(typed["parent_id"])
+    values = console.base(
+        principal,
+        session,
+        projects=projects,
+        typed=typed,
+        errors=errors,
+        parent=parent,
+        picked=picked,
+    )
+    return console.render(request, "curate_new.html", values, status)
+
+
+async def create_thought(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    """`memory_store action=create`; the **Find** button only searches for a parent (nothing written)."""
+    typed = {name: form.get(name) for name in ("project", "content", "tags", "status", "parent_id", "parent_query")}
+    typed["is_protected"] = "true" if form.get("is_protected") == "true" else ""
+    if form.get("find") == "parent":
+        picked = await _picked(console, principal, typed["parent_query"].strip(), None)
+        return await _create_form(console, request, principal, session, typed, FieldErrors(), picked=picked)
+    errors = FieldErrors()
+    content = typed["content"].strip()
+    if not content:
+        errors.add("content", "Write the thought's text.")
+    projects = await console.projects(principal)
+    project = console.pick(projects.items, typed["project"]) if typed["project"] else None
+    if typed["project"] and (project is None or not project.get("local_path")):
+        errors.add("project", "Pick one of the listed projects.")
+    if errors:
+        return await _create_form(console, request, principal, session, typed, errors, 400)
+    arguments: dict[str, Any] = {"action": "create", "content": content}
+    if forms.tags(typed["tags"]):
+        arguments["tags"] = forms.tags(typed["tags"])
+    if typed["status"] in ("active", "draft"):
+        arguments["status"] = typed["status"]
+    if typed["is_protected"]:
+        arguments["is_protected"] = True
+    if typed["parent_id"].strip():
+        arguments["parent_id"] = typed["parent_id"].strip()
+    if project is not None:
+        arguments["cwd"] = project["local_path"]
+    answer = await console.call(principal, "memory_store", arguments)
+    if answer.error is not None:
+        errors.from_tool(answer.error, STORE_FIELDS)
+        return await _create_form(console, request, principal, session, typed, errors, answer.status)
+    return RedirectResponse(_thought_page(str((answer.item or {})["id"]), "created"), status_code=303)
+
+
+# ---------------------------------------------------------------- edit content and tags
+
+
+async def edit_thought(
+    console: Console, request: Request, principal: Principal, session: SessionData | None
+) -> Response:
+    thought_id = request.path_params["thought_id"]
+    item = await _thought(console, principal, thought_id)
+    typed = {"content": str(item.get("content") or ""), "tags": ", ".join(item.get("tags") or [])}
+    return _edit_form(console, request, principal, session, item, typed, FieldErrors())
+
+
+def _edit_form(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    thought: dict[str, Any],
+    typed: dict[str, str],
+    errors: FieldErrors,
+    status: int = 200,
+) -> Response:
+    values = console.base(principal, session, thought=thought, typed=typed, errors=errors)
+    return console.render(request, "curate_edit.html", values, status)
+
+
+async def update_thought(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    """`memory_store action=update` with the fields that changed (tags replaced as typed)."""
+    thought_id = request.path_params["thought_id"]
+    item = await _thought(console, principal, thought_id)
+    typed = {"content": form.get("content"), "tags": form.get("tags")}
+    errors = FieldErrors()
+    arguments: dict[str, Any] = {"action": "update", "thought_id": thought_id}
+    content = typed["content"].strip()
+    if not content:
+        errors.add("content", "Write the thought's text (archive it to retire it).")
+    elif content != item.get("content"):
+        arguments["content"] = content
+    tags = forms.tags(typed["tags"])
+    if tags != list(item.get("tags") or []):
+        arguments.update(tags=tags, tags_mode="replace")
+    if not errors and len(arguments) == 2:
+        errors.general = "Nothing changed: edit the content or the tags, or go back to the thought."
+    if errors:
+        return _edit_form(console, request, principal, session, item, typed, errors, 400)
+    answer = await console.call(principal, "memory_store", arguments)
+    if answer.error is not None:
+        errors.from_tool(answer.error, STORE_FIELDS)
+        return _edit_form(console, request, principal, session, item, typed, errors, answer.status)
+    return RedirectResponse(_thought_page(thought_id, "updated"), status_code=303)
+
+
+# ---------------------------------------------------------------- link (the picker), unlink, retype, merge
+
+
+async def pick(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    """The thought picker: a query box listing matching thoughts by content, each with a radio to choose it, for
+    a link (with its edge type and direction) or a merge (with optional new content)."""
+    thought_id = request.path_params["thought_id"]
+    purpose = "merge" if request.query_params.get("for") == "merge" else "link"
+    query = request.query_params.get("query", "").strip()
+    thought = await _thought(console, principal, thought_id)
+    picked = await _picked(console, principal, query, thought_id)
+    values = console.base(
+        principal,
+        session,
+        thought=thought,
+        purpose=purpose,
+        query=query,
+        picked=picked,
+        edge_types=EDGE_TYPES,
+        errors=FieldErrors(),
+    )
+    return console.render(request, "curate_pick.html", values, picked.page_status if picked else 200)
+
+
+async def link(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    """`memory_store action=link` to the picked thought (a single step in the contract: no preview)."""
+    thought_id = request.path_params["thought_id"]
+    other = form.get("other_id").strip()
+    edge_type = form.get("edge_type") or "related"
+    if not other:
+        errors = FieldErrors({"other_id": "Pick the thought to link to (search for it above)."})
+        return await _pick_again(console, request, principal, session, form, errors, 400)
+    source, target = (other, thought_id) if form.get("direction") == "in" else (thought_id, other)
+    arguments = {"action": "link", "source_id": source, "target_id": target, "edge_type": edge_type}
+    answer = await console.call(principal, "memory_store", arguments)
+    if answer.error is not None and answer.status == 403:  # a role refusal: the refusal page, as every form's
+        return _refused(console, request, principal, session, answer, "Link two thoughts", _thought_page(thought_id))
+    if answer.error is not None:  # e.g. the pair already carries another type: said by the picker, query kept
+        errors = FieldErrors()
+        errors.from_tool(answer.error, {"edge_type": "edge_type", "source_id": "other_id", "target_id": "other_id"})
+        return await _pick_again(console, request, principal, session, form, errors, answer.status)
+    return RedirectResponse(_thought_page(thought_id, "linked"), status_code=303)
+
+
+async def _pick_again(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    form: Form,
+    errors: FieldErrors,
+    status: int,
+) -> Response:
+    """The link picker again, with its query's hits and the error beside the field it concerns."""
+    thought_id = request.path_params["thought_id"]
+    thought = await _thought(console, principal, thought_id)
+    query = form.get("query")
+    picked = await _picked(console, principal, query.strip(), thought_id)
+    values = console.base(
+        principal,
+        session,
+        thought=thought,
+        purpose="link",
+        query=query,
+        picked=picked,
+        edge_types=EDGE_TYPES,
+        errors=errors,
+    )
+    return console.render(request, "curate_pick.html", values, status)
+
+
+async def unlink(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    thought_id = request.path_params["thought_id"]
+    edge_id = form.get("edge_id")
+    arguments = {"action": "unlink", "edge_id": edge_id}
+    return await console.two_step(
+        request,
+        principal,
+        session,
+        form,
+        "memory_store",
+        arguments,
+        "Remove an edge",
+        [("edge_id", edge_id)],
+        _thought_page(thought_id),
+        _edge_ends,
+    )
+
+
+async def retype(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    thought_id = request.path_params["thought_id"]
+    edge_id, new_type = form.get("edge_id"), form.get("new_type")
+    arguments = {"action": "retype", "edge_id": edge_id, "new_type": new_type}
+    return await console.two_step(
+        request,
+        principal,
+        session,
+        form,
+        "memory_store",
+        arguments,
+        f"Change an edge's type to {new_type}",
+        [("edge_id", edge_id), ("new_type", new_type)],
+        _thought_page(thought_id),
+        _edge_ends,
+    )
+
+
+# ---------------------------------------------------------------- unarchive, delete
+
+
+async def unarchive(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    """`memory_store action=update status=active`: the contract's way back from archived (a single step)."""
+    thought_id = request.path_params["thought_id"]
+    answer = await console.call(
+        principal, "memory_store", {"action": "update", "thought_id": thought_id, "status": "active"}
+    )
+    if answer.error is not None:
+        return _refused(console, request, principal, session, answer, "Unarchive a thought", _thought_page(thought_id))
+    return RedirectResponse(_thought_page(thought_id, "unarchived"), status_code=303)
+
+
+async def delete(
+    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
+) -> Response:
+    """`retention_review action=delete`: the contract deletes a thought only as a retention candidate; its
+    preview says whether this one is (and what depends on it)."""
+    thought_id = request.path_params["thought_id"]
+    arguments = {"action": "delete", "thought_id": thought_id}
+    return await console.two_step(
+        request,
+        principal,
+        session,
+        form,
+        "retention_review",
+        arguments,
+        "Delete a thought for good",
+        [],
+        _thought_page(thought_id),
+        lambda answer: [thought_id],
+    )
+
+
+# ---------------------------------------------------------------- helpers
+
+
+async def _thought(console: Console, principal: Principal, thought_id: str) -> dict[str, Any]:
+    """The thought a form acts on, in one read that counts no hit (opening a form is not recalling it);
+    a missing one answers the 404 page."""
+    found = (await console.thoughts(principal, [thought_id]))[thought_id]
+    if "error" in found:
+        raise HTTPException(404, f"{found['error']}. Search for it, or pick a page from the navigation.")
+    return found
+
+
+def _refused(
+    console: Console,
+    request: Request,
+    principal: Principal,
+    session: SessionData | None,
+    answer: Answer,
+    title: str,
+    back: str,
+) -> Response:
+    values = console.base(principal, session, answer=answer, title=title, back=back)
+    return console.render(request, "outcome.html", values, answer.page_status)
+
+
+def _edge_ends(answer: Answer) -> list[str]:
+    """The two thoughts of an unlink or retype preview."""
+    item = answer.item or {}
+    nested = item.get("edge")
+    edge: dict[str, Any] = nested if isinstance(nested, dict) else item
+    return [str(end) for end in (edge.get("source_id"), edge.get("target_id")) if end]
