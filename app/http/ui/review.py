@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.db.records import Principal
 from app.http.ui.session import SessionData
+from app.services.values import Principal
 
 if TYPE_CHECKING:
     from app.http.ui.console import Answer, Console, Form

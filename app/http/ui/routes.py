@@ -17,12 +17,12 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from app.db.records import Principal
 from app.http.ui import members, operations, review, users
 from app.http.ui.console import HERE, Console, ConsoleConfig, posting
 from app.http.ui.operations import admin_only
 from app.http.ui.session import COOKIE_PATH, SessionData
 from app.services.context import AppContext
+from app.services.values import Principal
 
 
 def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:

@@ -16,10 +16,10 @@ from mcp_types import ToolAnnotations
 from pydantic import AfterValidator, BeforeValidator, Field, Strict, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from app.db.models import EdgeType
 from app.formats import MAX_TAG_LENGTH, MAX_TAGS, parse_moment
 from app.ids import parse_uuid
 from app.mcp.arguments import ActionArgs
+from app.services.values import EdgeType
 
 MAX_BATCH = 1000  # ids or rows one call names: archive_batch, cluster members, link_batch, unlink_batch, compact
 MAX_TEXT = 100_000  # a size guard on a thought's text: the services hold it to `content.hard_limit`
