@@ -8,19 +8,23 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from app.config import AuthSettings, Settings, load_settings
-from app.db.models import Role
+from app.errors import AppError
+from app.services.actors import Actor
+from app.services.values import Role
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from app.db.opening import DatabaseHandle
     from app.services.context import AppContext
+
+# Every command acts as the operator on the server host: no role or membership limits it, and its audit events
+# (the same as the console's for the same change) name no user and the door `cli`.
+OPERATOR = Actor.operator()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -187,33 +191,10 @@ def _build_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser
     listing.set_defaults(handler=cmd_member_list)
 
 
-def _open_database(settings: Settings) -> DatabaseHandle:
-    """`open_database`, with the server and extension versions checked before migrating.
-
-    An old server would otherwise fail midway through a migration, or (pgvector 0.7) migrate and then
-    serve short pages for project-filtered searches; the message says what is needed and what was found.
-    """
-    from app.db import migrations
-    from app.db.opening import open_database
-    from app.db.requirements import DatabaseRequirementError, check_database
-
-    handle = open_database(settings, migrate=False)
-    try:
-        check_database(handle.url)
-        migrations.upgrade(handle.url)
-    except DatabaseRequirementError as error:
-        handle.close()
-        raise SystemExit(str(error)) from None
-    except BaseException:
-        handle.close()  # the embedded server stops with its owner
-        raise
-    return handle
-
-
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     import uvicorn
 
-    from app.main import build_context, create_http_app
+    from app.main import build_context, create_http_app, open_checked_database
 
     settings = settings.model_copy(update={k: v for k, v in (("host", args.host), ("port", args.port)) if v})
     if settings.auth.mode == "none" and settings.host not in ("127.0.0.1", "localhost", "::1"):
@@ -221,7 +202,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     workers = args.workers if args.workers is not None else len(os.sched_getaffinity(0))
     if workers < 1:
         raise SystemExit(f"--workers {workers}: give at least 1 (e.g. --workers 1)")
-    handle = _open_database(settings)
+    handle = open_checked_database(settings)
     try:
         if workers > 1:
             _serve_workers(args, settings, handle.url, workers)
@@ -285,9 +266,9 @@ STDIO_EMBEDDER_AFTER_SECONDS = 1.0
 
 
 def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
-    from app.main import background, build_context, build_server, local_principal
+    from app.main import background, build_context, build_server, local_principal, open_checked_database
 
-    handle = _open_database(settings)
+    handle = open_checked_database(settings)
 
     async def run() -> None:
         context = build_context(settings, handle.url)
@@ -303,7 +284,9 @@ def cmd_stdio(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
-    _open_database(settings).close()
+    from app.main import open_checked_database
+
+    open_checked_database(settings).close()
     print("database migrated to head", file=sys.stderr)
 
 
@@ -323,10 +306,10 @@ def cmd_prepare_model(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_reembed(args: argparse.Namespace, settings: Settings) -> None:
-    from app.main import build_context
+    from app.main import build_context, open_checked_database
     from app.services.jobs.reembed import reembed_all
 
-    handle = _open_database(settings)
+    handle = open_checked_database(settings)
     try:
         asyncio.run(reembed_all(build_context(settings, handle.url)))
     finally:
@@ -334,9 +317,9 @@ def cmd_reembed(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _with_database(settings: Settings, work: Callable[..., Awaitable[T]]) -> T:
-    from app.main import build_context
+    from app.main import build_context, open_checked_database
 
-    handle = _open_database(settings)
+    handle = open_checked_database(settings)
 
     async def run() -> T:
         context = build_context(settings, handle.url)
@@ -359,52 +342,49 @@ EXPIRES_HELP = (
 
 def _expires_at(args: argparse.Namespace, settings: Settings) -> datetime | None:
     """`--expires`, checked before the database is opened (a typo costs no embedded PostgreSQL start)."""
-    from app.errors import AppError
     from app.services.auth.tokens import parse_expiry
 
     try:
         return parse_expiry(args.expires, datetime.now(UTC), settings.auth.token_lifetime_days)
     except AppError as error:
-        raise SystemExit(error.message) from None
+        raise _refused(error) from None
 
 
 def _expiry_text(expires_at: datetime | None) -> str:
     return f"expires {expires_at:%Y-%m-%d %H:%M} UTC" if expires_at else "never expires"
 
 
+def _refused(error: AppError) -> SystemExit:
+    """A refused command ends with the refusal's text (status 1), nothing written."""
+    return SystemExit(error.message)
+
+
+def _run(settings: Settings, work: Callable[[AppContext], Awaitable[T]]) -> T:
+    """`work` on the database, a refusal as the command's exit."""
+    try:
+        return _with_database(settings, work)
+    except AppError as error:
+        raise _refused(error) from None
+
+
 def cmd_token_create(args: argparse.Namespace, settings: Settings) -> None:
-    from app.services.auth.tokens import AuthService
+    from app.services.auth.operations import create_token
 
     expires_at = _expires_at(args, settings)
-
-    async def work(context: AppContext) -> str:
-        async with context.db.unit_of_work() as session:
-            token, user = await AuthService(session).create_token(
-                args.user, Role(args.role) if args.role else None, args.label, expires_at
-            )
-        print(
-            f"token created for user '{user.name}' (role {user.role.value}); {_expiry_text(expires_at)}",
-            file=sys.stderr,
-        )
-        return token
-
-    print(_with_database(settings, work))
+    role = Role(args.role) if args.role else None
+    created = _run(settings, lambda app: create_token(app, OPERATOR, args.user, role, args.label, expires_at))
+    print(
+        f"token created for user '{created.user.name}' (role {created.user.role.value}); {_expiry_text(expires_at)}",
+        file=sys.stderr,
+    )
+    print(created.token)
 
 
 def cmd_token_rotate(args: argparse.Namespace, settings: Settings) -> None:
-    from app.errors import AppError
-    from app.services.auth.tokens import AuthService, RotatedToken
+    from app.services.auth.operations import rotate_token
 
     expires_at = _expires_at(args, settings)
-
-    async def work(context: AppContext) -> RotatedToken:
-        async with context.db.unit_of_work() as session:
-            return await AuthService(session).rotate(args.token_id, expires_at)
-
-    try:
-        rotated = _with_database(settings, work)
-    except AppError as error:
-        raise SystemExit(error.message) from None
+    rotated = _run(settings, lambda app: rotate_token(app, OPERATOR, args.token_id, expires_at))
     print(
         f"token {args.token_id} revoked; its successor {rotated.token_id} for user '{rotated.user.name}'"
         f" (role {rotated.user.role.value}) {_expiry_text(rotated.expires_at)}",
@@ -414,35 +394,22 @@ def cmd_token_rotate(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_token_list(args: argparse.Namespace, settings: Settings) -> None:
-    from app.services.auth.tokens import AuthService
+    from app.services.auth.operations import list_tokens
 
-    async def work(context: AppContext) -> None:
-        async with context.db.unit_of_work() as session:
-            rows = await AuthService(session).list_tokens()
-        for row in rows:
-            state = "revoked" if row.revoked_at else "expired" if row.expired else "active"
-            expires = f"expires {row.expires_at:%Y-%m-%d %H:%M}" if row.expires_at else "no expiry"
-            used = f"used {row.last_used_at:%Y-%m-%d %H:%M}" if row.last_used_at else "never used"
-            print(
-                f"{row.id}  {row.user_name:<20} {row.role.value:<7} {state:<8} {expires:<24} {used:<22}"
-                f" {row.label or ''}".rstrip()
-            )
-
-    _with_database(settings, work)
+    for row in _run(settings, lambda app: list_tokens(app, OPERATOR)):
+        state = "revoked" if row.revoked_at else "expired" if row.expired else "active"
+        expires = f"expires {row.expires_at:%Y-%m-%d %H:%M}" if row.expires_at else "no expiry"
+        used = f"used {row.last_used_at:%Y-%m-%d %H:%M}" if row.last_used_at else "never used"
+        print(
+            f"{row.id}  {row.user_name:<20} {row.role.value:<7} {state:<8} {expires:<24} {used:<22}"
+            f" {row.label or ''}".rstrip()
+        )
 
 
 def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> None:
-    from app.errors import AppError
-    from app.services.auth.tokens import AuthService
+    from app.services.auth.operations import revoke_token
 
-    async def work(context: AppContext) -> None:
-        async with context.db.unit_of_work() as session:
-            await AuthService(session).revoke(args.token_id)
-
-    try:
-        _with_database(settings, work)
-    except AppError as error:
-        raise SystemExit(error.message) from None
+    _run(settings, lambda app: revoke_token(app, OPERATOR, args.token_id))
     print(f"token {args.token_id} revoked", file=sys.stderr)
 
 
@@ -465,52 +432,26 @@ def _read_password() -> str:
 
 
 def cmd_user_password(args: argparse.Namespace, settings: Settings) -> None:
-    from app.errors import AppError
-    from app.services.admin.users import UserService
+    from app.services.admin.operations import set_user_password
 
     password = None if args.clear else _read_password()  # checked before the database is opened
-
-    async def work(context: AppContext) -> None:
-        async with context.db.unit_of_work() as session:
-            await UserService(session).set_password(args.user, password)
-
-    try:
-        _with_database(settings, work)
-    except AppError as error:
-        raise SystemExit(error.message) from None
+    _run(settings, lambda app: set_user_password(app, OPERATOR, args.user, password))
     done = "cleared: password sign-in is off" if password is None else "set"
     print(f"password of user '{args.user.strip()}' {done}", file=sys.stderr)
 
 
 def cmd_user_role(args: argparse.Namespace, settings: Settings) -> None:
-    from app.errors import AppError
-    from app.services.admin.users import UserService
+    from app.services.admin.operations import set_user_role
 
-    async def work(context: AppContext) -> None:
-        async with context.db.unit_of_work() as session:
-            await UserService(session).set_role(args.name, Role(args.role))
-
-    try:
-        _with_database(settings, work)
-    except AppError as error:
-        raise SystemExit(error.message) from None
+    _run(settings, lambda app: set_user_role(app, OPERATOR, args.name, Role(args.role)))
     print(f"user '{args.name.strip()}' now has the {args.role} role", file=sys.stderr)
 
 
 def cmd_user_sign_out(args: argparse.Namespace, settings: Settings) -> None:
-    from app.errors import AppError
-    from app.services.admin.users import UserService
+    from app.services.admin.operations import end_user_sessions
 
-    async def work(context: AppContext) -> int:
-        async with context.db.unit_of_work() as session:
-            _, ended = await UserService(session).end_sessions(args.user)
-        return ended
-
-    try:
-        ended = _with_database(settings, work)
-    except AppError as error:
-        raise SystemExit(error.message) from None
-    print(f"{ended} console session(s) of user '{args.user.strip()}' ended", file=sys.stderr)
+    ended = _run(settings, lambda app: end_user_sessions(app, OPERATOR, args.user))
+    print(f"{ended.ended} console session(s) of user '{args.user.strip()}' ended", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- OAuth grants (MCP authorization)
@@ -531,19 +472,10 @@ def _add_oauth_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def cmd_oauth_grants(args: argparse.Namespace, settings: Settings) -> None:
-    from app.db.repositories.oauth import GrantRow
-    from app.errors import AppError
     from app.services.auth.oauth import lower_role
-    from app.services.auth.oauth_grants import OAuthGrantService
+    from app.services.auth.operations import list_grants
 
-    async def work(context: AppContext) -> list[GrantRow]:
-        async with context.db.unit_of_work() as session:
-            return await OAuthGrantService(session).list_grants(args.user)
-
-    try:
-        rows = _with_database(settings, work)
-    except AppError as error:
-        raise SystemExit(error.message) from None
+    rows = _run(settings, lambda app: list_grants(app, OPERATOR, args.user))
     for row in rows:
         role = lower_role(row.granted_role, row.user_role)  # what its tokens act with now
         client = f"{row.client_name} ({row.client_id})" if row.client_name else row.client_id
@@ -556,20 +488,9 @@ def cmd_oauth_grants(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_oauth_revoke(args: argparse.Namespace, settings: Settings) -> None:
-    from app.errors import AppError
-    from app.services.auth.oauth_grants import OAuthGrantService
+    from app.services.auth.operations import revoke_grants
 
-    async def work(context: AppContext) -> int:
-        async with context.db.unit_of_work() as session:
-            service = OAuthGrantService(session)
-            if args.user is not None:
-                return await service.revoke_user_grants(args.user)
-            return await service.revoke_grant(args.grant_id)
-
-    try:
-        ended = _with_database(settings, work)
-    except AppError as error:
-        raise SystemExit(error.message) from None
+    ended = _run(settings, lambda app: revoke_grants(app, OPERATOR, args.grant_id, args.user))
     if args.user is not None:
         print(f"{ended} OAuth grant(s) of user '{args.user.strip()}' revoked", file=sys.stderr)
     else:
@@ -583,42 +504,24 @@ def _member_target(args: argparse.Namespace) -> str | None:
     return None if args.everyone else str(args.user)
 
 
-def _member_call(settings: Settings, work: Callable[..., Awaitable[T]]) -> T:
-    from app.errors import AppError
-
-    try:
-        return _with_database(settings, work)
-    except AppError as error:
-        raise SystemExit(error.message) from None
-
-
 def _who(name: str | None) -> str:
     return "everyone" if name is None else f"user '{name}'"
 
 
 def cmd_member_add(args: argparse.Namespace, settings: Settings) -> None:
-    from app.services.admin.membership import MemberService, Membership
+    from app.services.admin.operations import set_member
 
     user = _member_target(args)
-
-    async def work(context: AppContext) -> Membership:
-        async with context.db.unit_of_work() as session:
-            return await MemberService(session).add(args.project, user, Role(args.role))
-
-    added = _member_call(settings, work)
+    added = _run(settings, lambda app: set_member(app, OPERATOR, args.project, user, Role(args.role)))
+    assert added.role is not None
     print(f"{_who(added.user_name)} is a {added.role.value} of project '{added.project.name}'", file=sys.stderr)
 
 
 def cmd_member_remove(args: argparse.Namespace, settings: Settings) -> None:
-    from app.services.admin.membership import MemberService, Membership
+    from app.services.admin.operations import drop_member
 
     user = _member_target(args)
-
-    async def work(context: AppContext) -> Membership:
-        async with context.db.unit_of_work() as session:
-            return await MemberService(session).remove(args.project, user)
-
-    removed = _member_call(settings, work)
+    removed = _run(settings, lambda app: drop_member(app, OPERATOR, args.project, user))
     closed = " (the project is closed: only its members see it)" if removed.user_name is None else ""
     print(
         f"{_who(removed.user_name)} is no longer a member of project '{removed.project.name}'{closed}", file=sys.stderr
@@ -626,14 +529,9 @@ def cmd_member_remove(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_member_list(args: argparse.Namespace, settings: Settings) -> None:
-    from app.db.repositories.members import MemberRow
-    from app.services.admin.membership import MemberService
+    from app.services.admin.operations import list_members
 
-    async def work(context: AppContext) -> list[MemberRow]:
-        async with context.db.unit_of_work() as session:
-            return await MemberService(session).list(args.project)
-
-    for row in _member_call(settings, work):
+    for row in _run(settings, lambda app: list_members(app, OPERATOR, args.project)):
         who = "*everyone*" if row.user_id is None else row.user_name or str(row.user_id)
         print(f"{row.project_id}  {row.project_name:<24} {who:<20} {row.role.value}")
 
@@ -641,61 +539,32 @@ def cmd_member_list(args: argparse.Namespace, settings: Settings) -> None:
 def cmd_export(args: argparse.Namespace, settings: Settings) -> None:
     from tqdm import tqdm
 
-    from app.db.repositories.projects import ProjectRepository
-    from app.services.admin.portability import Portability
+    from app.services.admin.operations import export_rows
 
     async def work(context: AppContext) -> int:
-        async with _exporting_as(context, args.user), context.db.unit_of_work() as session:
-            project_id = None
-            if args.project:
-                project = await ProjectRepository(session).find_by_name(args.project)
-                if project is None:
-                    raise SystemExit(f"no project named {args.project!r} (see memory_manage action=list)")
-                project_id = project.id
-            portability = Portability(session)
-            total = await portability.count(project_id)
-            written = 0
-            with tqdm(total=total, unit="row", desc="export", file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
-                async for line in portability.export(project_id):
+        written = 0
+        async with export_rows(context, args.project, args.user) as export:
+            with tqdm(
+                total=export.total, unit="row", desc="export", file=sys.stderr, disable=not sys.stderr.isatty()
+            ) as bar:
+                async for line in export.lines:
                     sys.stdout.write(line + "\n")
                     written += 1
                     bar.update(1)
         return written
 
-    written = _with_database(settings, work)
+    written = _run(settings, work)
     print(f"exported {written} rows", file=sys.stderr)
-
-
-@asynccontextmanager
-async def _exporting_as(context: AppContext, user: str | None) -> AsyncIterator[None]:
-    """With `--user`, the export's unit of work sees what that user may read (app.db.visibility)."""
-    if user is None:
-        yield
-        return
-    from app.db.repositories.users import UserRepository
-    from app.db.visibility import Caller, acting_as
-
-    async with context.db.unit_of_work() as session:
-        principal = await UserRepository(session).find(user.strip())
-    if principal is None:
-        raise SystemExit(f"no user named {user!r} (see `synaptomind token list`)")
-    with acting_as(Caller(principal, "export")):
-        yield
 
 
 def cmd_import(args: argparse.Namespace, settings: Settings) -> None:
     from tqdm import tqdm
 
-    from app.services.admin.portability import Portability
+    from app.services.admin.operations import import_rows
 
     with open(args.file, encoding="utf-8") as handle:
         lines = handle.readlines()
-
-    async def work(context: AppContext) -> dict[str, int]:
-        bar = tqdm(lines, unit="row", desc="import", file=sys.stderr, disable=not sys.stderr.isatty())
-        async with context.db.unit_of_work() as session:
-            return await Portability(session).import_lines(bar)
-
-    inserted = _with_database(settings, work)
+    bar = tqdm(lines, unit="row", desc="import", file=sys.stderr, disable=not sys.stderr.isatty())
+    inserted = _with_database(settings, lambda app: import_rows(app, bar))
     summary = ", ".join(f"{kind} {count}" for kind, count in inserted.items())
     print(f"imported (new rows): {summary}", file=sys.stderr)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.types import ASGIApp
 
+    from app.db.opening import DatabaseHandle
     from app.http.app import LocalPrincipal
     from app.http.oidc import UpstreamSignIn
     from app.http.ui import SessionCodec
@@ -52,6 +53,29 @@ def build_context(settings: Settings, url: str) -> AppContext:
     per_minute = settings.rate_limit.per_minute
     limiter = SharedRateLimiter(database, per_minute) if per_minute else None  # one bucket across workers
     return AppContext(database, EmbeddingRuntime(settings.embedding), settings, view, limiter)
+
+
+def open_checked_database(settings: Settings) -> DatabaseHandle:
+    """`open_database`, with the server and extension versions checked before migrating.
+
+    An old server would otherwise fail midway through a migration, or (pgvector 0.7) migrate and then
+    serve short pages for project-filtered searches; the message says what is needed and what was found.
+    """
+    from app.db import migrations
+    from app.db.opening import open_database
+    from app.db.requirements import DatabaseRequirementError, check_database
+
+    handle = open_database(settings, migrate=False)
+    try:
+        check_database(handle.url)
+        migrations.upgrade(handle.url)
+    except DatabaseRequirementError as error:
+        handle.close()
+        raise SystemExit(str(error)) from None
+    except BaseException:
+        handle.close()  # the embedded server stops with its owner
+        raise
+    return handle
 
 
 def mask_url(url: str) -> str:

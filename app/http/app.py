@@ -13,7 +13,6 @@ from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import AnyHttpUrl
-from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
@@ -22,10 +21,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.config import OAuthSettings
 from app.db.engine import is_unavailable
-from app.db.models import Role
-from app.db.records import Principal
-from app.db.repositories.audit import AuditRepository
-from app.db.visibility import Caller, acting_as
 from app.errors import AppError
 from app.http.oauth import PAGE_PATHS, PROTOCOL_PATHS, api_token_role, oauth_routes, resource_metadata_url
 from app.http.oidc import UpstreamSignIn
@@ -35,7 +30,9 @@ from app.services.auth.oauth import ACCESS_PREFIX, OAuthConfig, OAuthProvider, O
 from app.services.auth.passwords import PasswordCheck
 from app.services.auth.tokens import AuthService, TokenUsage
 from app.services.context import AppContext
-from app.services.status.health import SEVERITY_RANK, HealthService
+from app.services.status.health import SEVERITY_RANK
+from app.services.status.operations import FIX_CALL, caller_health_report, fix_health, probe_database
+from app.services.values import Principal
 
 logger = logging.getLogger(__name__)
 
@@ -229,12 +226,10 @@ def health_check_endpoint(context: AppContext) -> Callable[[Request], Awaitable[
         if severity is not None and severity not in SEVERITY_RANK:
             return JSONResponse({"error": "severity must be one of: info, warning, critical"}, status_code=400)
         details = request.query_params.get("include_details", "").lower() in ("1", "true", "yes")
-        caller = Caller(request.scope[PRINCIPAL_SCOPE_KEY], "GET /api/health-check")
+        principal: Principal = request.scope[PRINCIPAL_SCOPE_KEY]
         try:
             # Counts and details over the caller's projects, as memory_status action=health answers them.
-            with acting_as(caller):
-                async with context.db.unit_of_work() as session:
-                    report = await HealthService(session).report(details, severity)
+            report = await caller_health_report(context, principal, "GET /api/health-check", details, severity)
         except Exception as error:
             logger.warning("health report failed: %s", type(error).__name__)
             return JSONResponse({"error": "Database unavailable; retry shortly"}, status_code=503)
@@ -246,17 +241,11 @@ def health_check_endpoint(context: AppContext) -> Callable[[Request], Awaitable[
 def health_fix_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JSONResponse]]:
     async def health_fix(request: Request) -> JSONResponse:
         principal: Principal = request.scope[PRINCIPAL_SCOPE_KEY]
-        if principal.role is not Role.admin:
-            return JSONResponse({"error": "Forbidden: the safe autofixes need the admin role"}, status_code=403)
-        with acting_as(Caller(principal, "POST /api/health-check/fix", Role.admin)):
-            try:
-                async with context.db.unit_of_work() as session:
-                    fixed = await HealthService(session).autofix()
-                    await AuditRepository(session).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
-            except AppError as error:  # an admin who cannot see every project
-                return JSONResponse({"error": error.message}, status_code=error.status_code)
-            async with context.db.unit_of_work() as session:
-                report = await HealthService(session).report(False)
+        try:
+            fixed = await fix_health(context, principal)
+        except AppError as error:  # not an admin, or an admin who cannot see every project
+            return JSONResponse({"error": error.message}, status_code=error.status_code)
+        report = await caller_health_report(context, principal, FIX_CALL, False, None)
         return JSONResponse({"fixed": fixed, **report})
 
     return health_fix
@@ -264,10 +253,9 @@ def health_fix_endpoint(context: AppContext) -> Callable[[Request], Awaitable[JS
 
 async def _database_status(context: AppContext) -> str:
     try:
-        async with context.db.engine.connect() as connection:
-            await connection.execute(text("SELECT 1"))
+        await probe_database(context)
         return "ok"
-    except Exception as error:
+    except Exception as error:  # the probe answers `unavailable` whatever went wrong
         logger.warning("database check failed: %s", type(error).__name__)
         return "unavailable"
 

@@ -35,7 +35,6 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp
 
-from app.db.models import Role
 from app.errors import AppError
 from app.http.oidc import PENDING_COOKIE, PENDING_COOKIE_PATH, UpstreamSignIn
 from app.http.ui.session import COOKIE_PATH as CONSOLE_PATH
@@ -54,6 +53,7 @@ from app.services.auth.oidc import CALLBACK_PATH, START_PATH
 from app.services.auth.passwords import TooManyAttempts
 from app.services.auth.sessions import UPSTREAM
 from app.services.auth.tokens import AuthService
+from app.services.values import Role
 
 # Served without the bearer check (they are how a client gets a token) and without the Host/Origin check
 # (browser-based clients call the JSON endpoints cross-origin, as the SDK's CORS headers allow).

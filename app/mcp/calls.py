@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.db.records import Principal
 from app.services.context import AppContext
+from app.services.values import Principal
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,6 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
-from app.db.records import Principal
-from app.db.replicas import retried_on_primary
-from app.db.visibility import ROLE_RANK, Caller, acting_as
 from app.errors import AppError, bad_request, forbidden, unavailable
 from app.mcp import wire
 from app.mcp.calls import CallContext, ToolAnswer
@@ -27,8 +24,10 @@ from app.mcp.classify import classify
 from app.mcp.confirm import ConfirmFlow, run_confirm_flow
 from app.mcp.registry import Action, ToolSpec
 from app.observability import new_request_id, observe_call
+from app.services.actors import Actor, retried_on_primary
 from app.services.admin.membership import role_refusal
 from app.services.context import AppContext
+from app.services.values import ROLE_RANK, Principal
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +209,7 @@ async def _dispatch(
             raise _argument_error(spec, action, error) from None
         ctx = CallContext(app=app, principal=principal, tool=spec.name, action=action.name)
         # Every unit of work of the call sees only the caller's projects (app.db.visibility).
-        with acting_as(Caller(principal, _call_label(spec, action), action.role)):
+        with Actor(principal, "mcp").acting(_call_label(spec, action), action.role):
             # A read lost on a replica runs again on the primary, unless something of the call committed.
             answer = await retried_on_primary(lambda: _run_handler(action, args, ctx), lambda: not commits.seen)
         return wire.success(answer.payload, answer.raw_text)

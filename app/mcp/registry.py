@@ -8,10 +8,10 @@ from typing import Any
 
 from mcp_types import ToolAnnotations
 
-from app.db.models import Role
 from app.mcp.arguments import ActionArgs
 from app.mcp.calls import Handler
 from app.mcp.confirm import ConfirmFlow
+from app.services.values import Role
 
 
 @dataclass(frozen=True)

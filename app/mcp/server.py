@@ -10,13 +10,13 @@ from mcp_types import CallToolResult
 from mcp_types import Tool as MCPTool
 
 from app import __version__
-from app.db.records import Principal
 from app.errors import bad_request
 from app.mcp import wire
 from app.mcp.dispatch import dispatch
 from app.mcp.registry import ToolSpec
 from app.mcp.schema import mcp_tool
 from app.services.context import AppContext
+from app.services.values import Principal
 
 PRINCIPAL_SCOPE_KEY = "synaptomind.principal"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.db.records import EdgeRecord, ProjectRecord, ThoughtRecord, UrlLinkRecord
 from app.formats import iso
+from app.services.values import EdgeRecord, ProjectRecord, ThoughtRecord, UrlLinkRecord
 
 COMPACT_FIELDS = ("id", "content", "status", "tags", "project")
 FULL_FIELDS = (

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.db.records import Principal
 from app.http.ui import forms
 from app.http.ui.forms import FieldErrors
 from app.http.ui.review import CLUSTERS
 from app.http.ui.session import SessionData
+from app.services.values import Principal
 
 if TYPE_CHECKING:
     from app.http.ui.console import Console, Form

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.db.records import Principal
 from app.http.ui.session import SessionData
 from app.services.auth.tokens import AuthService
+from app.services.values import Principal
 
 if TYPE_CHECKING:
     from app.http.ui.console import Console, Form, FormHandler

@@ -25,8 +25,6 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.db.engine import is_unavailable
-from app.db.records import Principal
-from app.db.visibility import Caller, acting_as
 from app.http.ui.graph import legend, neighbourhood
 from app.http.ui.headers import SecurityHeaders
 from app.http.ui.session import (
@@ -42,12 +40,14 @@ from app.mcp.dispatch import dispatch
 from app.mcp.registry import ToolSpec
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.catalog import ALL_SPECS
+from app.services.actors import Actor
 from app.services.auth import sessions
 from app.services.auth.passwords import PasswordCheck, TooManyAttempts
 from app.services.auth.sessions import ConsoleSessionService
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from app.services.recall import operations as recall_operations
+from app.services.values import Principal
 
 logger = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ class Console:
                 return RedirectResponse(f"{COOKIE_PATH}/sign-in?{urlencode({'next': target})}", status_code=303)
             # Every unit of work the page opens sees what the user may see over MCP (docs/SECURITY.md,
             # "Per-project membership"): the services it calls directly as well as its tool calls.
-            with acting_as(Caller(principal, f"console {request.url.path}")):
+            with Actor.console(principal).acting(f"console {request.url.path}"):
                 response = await handler(request, principal, session)
             response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
             return response

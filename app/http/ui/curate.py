@@ -17,8 +17,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from app.db.models import EdgeType
-from app.db.records import Principal
 from app.errors import AppError
 from app.http.ui import forms
 from app.http.ui.forms import FieldErrors
@@ -27,6 +25,7 @@ from app.mcp.shaping import ThoughtShaper
 from app.services.kinds import MAX_QUERY
 from app.services.recall import operations as recall_operations
 from app.services.recall.requests import SearchRequest
+from app.services.values import EdgeType, Principal
 
 if TYPE_CHECKING:
     from app.http.ui.console import Answer, Console, Form

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.db.records import Principal
 from app.http.ui.session import SessionData
 from app.services.recall.project_graph import ProjectGraph, most_connected
+from app.services.values import Principal
 
 if TYPE_CHECKING:
     from app.http.ui.console import Console

@@ -2,8 +2,7 @@
 roles, open to everyone (and as what) or closed; adding a member or changing their role, removing one, opening a
 project to everyone or closing it.
 
-Every change goes through app.services.admin.membership.MemberService (the service `synaptomind member add|remove`
-uses),
+Every change is an operation of app.services.admin.operations (the ones `synaptomind member add|remove` runs),
 in its own unit of work with its audit event (`console` / `member_add`, `member_role`, `member_remove`,
 `member_open`, `member_close`), as the users page audits. The page runs as its admin (`Console.page`), so they see
 their projects only; the service lets them change a project's members only where they are an admin themselves
@@ -19,22 +18,19 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.db.models import Role
-from app.db.records import Principal
-from app.db.visibility import Caller, acting_as
 from app.errors import AppError, bad_request
-from app.http.ui.operations import admin_page, audit_change, parse_role
+from app.http.ui.operations import admin_page, parse_role
 from app.http.ui.session import SessionData
-from app.services.admin.membership import MemberService, MembershipChange
-from app.services.admin.users import UserService
+from app.services.actors import Actor
+from app.services.admin import operations
+from app.services.admin.membership import MembershipChange
+from app.services.admin.operations import membership_details
+from app.services.values import Principal, Role
 
 if TYPE_CHECKING:
     from app.http.ui.console import Console, Form
 
 logger = logging.getLogger(__name__)
-
-# How a refused change reads (the contract's role refusal: `Forbidden: <call> needs the admin role; …`).
-CHANGE_CALL = "changing a project's members"
 
 
 async def members(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
@@ -49,11 +45,17 @@ async def _members_page(
     status: int = 200,
     **values: Any,
 ) -> Response:
-    async with console.context.db.autocommit() as db:
-        projects = await MemberService(db).overview()
-        users = await UserService(db).list_users()
+    found = await operations.members_overview(console.context, Actor.console(principal))
     return admin_page(
-        console, request, "members.html", principal, session, status, projects=projects, users=users, **values
+        console,
+        request,
+        "members.html",
+        principal,
+        session,
+        status,
+        projects=found.projects,
+        users=found.users,
+        **values,
     )
 
 
@@ -123,34 +125,15 @@ async def project_close(
 
 
 async def _set(console: Console, principal: Principal, project: str, user: str | None, role: Role) -> MembershipChange:
-    with acting_as(Caller(principal, CHANGE_CALL, Role.admin)):
-        async with console.context.db.unit_of_work() as db:
-            changed = await MemberService(db).set_member(project, user, role)
-            if changed.before != role:
-                action = "member_open" if user is None else ("member_add" if changed.before is None else "member_role")
-                await audit_change(db, principal, action, _details(changed))
-    logger.info("console: user %r set %s", principal.name, _details(changed))
+    changed = await operations.set_member(console.context, Actor.console(principal), project, user, role)
+    logger.info("console: user %r set %s", principal.name, membership_details(changed))
     return changed
 
 
 async def _drop(console: Console, principal: Principal, project: str, user: str | None) -> MembershipChange:
-    with acting_as(Caller(principal, CHANGE_CALL, Role.admin)):
-        async with console.context.db.unit_of_work() as db:
-            changed = await MemberService(db).drop_member(project, user)
-            await audit_change(db, principal, "member_close" if user is None else "member_remove", _details(changed))
-    logger.info("console: user %r removed %s", principal.name, _details(changed))
+    changed = await operations.drop_member(console.context, Actor.console(principal), project, user)
+    logger.info("console: user %r removed %s", principal.name, membership_details(changed))
     return changed
-
-
-def _details(changed: MembershipChange) -> dict[str, Any]:
-    """The audit event's details: the project (id and name), the user (None: everyone), the role before and after."""
-    return {
-        "project_id": str(changed.project.id),
-        "project": changed.project.name,
-        "user": changed.user_name,
-        "from": changed.before.value if changed.before else None,
-        "to": changed.role.value if changed.role else None,
-    }
 
 
 def _role_notice(changed: MembershipChange, already: str, now: str) -> str:

@@ -11,36 +11,31 @@ project a job's outcome line (counts of every project) is withheld, its time and
 Health shows the stored report (app.services.status.health_reports: what `memory_status action=health
 include_details=true` answered when the background job, or an admin's Check now, last checked), since every check takes
 ~0.3 s at 100 k thoughts; Check now checks and stores it again. The fix has no MCP action, so it runs the service call
-the `POST /api/health-check/fix` route runs, with the same audit event, then checks and stores the report again. Tokens
-use the `AuthService` calls of the CLI's `synaptomind token …` commands, each in its own unit of work.
+the `POST /api/health-check/fix` route runs (app.services.status.operations.fix_health, with its audit event), then
+checks and stores the report again. Tokens use the operations of the CLI's `synaptomind token …` commands
+(app.services.auth.operations: the same audit events, tool `console` here and `cli` there).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.db.models import Role
-from app.db.records import Principal
-from app.db.repositories.audit import AuditRepository
-from app.db.repositories.health_reports import HealthReportRow
-from app.db.repositories.job_runs import JobRunRow
-from app.db.visibility import Caller, acting_as, resolved
 from app.errors import AppError, bad_request
 from app.http.ui.session import SessionData
+from app.services.actors import Actor
 from app.services.admin.operations import thought_counts
-from app.services.auth.tokens import AuthService, parse_expiry
-from app.services.jobs.background import JOBS
-from app.services.jobs.runs import JobRunService
-from app.services.status.health import HealthService
+from app.services.auth import operations as token_operations
+from app.services.auth.tokens import parse_expiry
+from app.services.jobs.operations import job_runs
 from app.services.status.health_reports import check_now, latest_report
+from app.services.status.operations import fix_health
+from app.services.values import HealthReportRow, Principal, Role
 
 if TYPE_CHECKING:
     from app.http.ui.console import Answer, Console, Form, PageHandler
@@ -71,19 +66,11 @@ def admin_only(handler: PageHandler) -> PageHandler:
 
 
 async def overview(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    async def last_runs() -> dict[str, JobRunRow]:
-        async with console.context.db.autocommit() as db:
-            runs = await JobRunService(db).last_runs()
-            visibility = await resolved(db)
-        if visibility is not None and not visibility.sees_all:
-            return {key: _withheld(run) for key, run in runs.items()}
-        return runs
-
     projects, config, counts, runs = await asyncio.gather(
         console.projects(principal),
         console.call(principal, "memory_status", {"action": "config"}),
         thought_counts(console.context),
-        last_runs(),
+        job_runs(console.context),
     )
     by_project = {str(project_id): by_status for project_id, by_status in counts.items()}
     rows = []
@@ -103,28 +90,9 @@ async def overview(console: Console, request: Request, principal: Principal, ses
         statuses=COUNTED_STATUSES,
         config=config,
         jobs=_job_lines(config),
-        runs=_job_rows(runs),
+        runs=runs,
     )
     return console.render(request, "operations.html", values, projects.status if projects.error else 200)
-
-
-WITHHELD_OUTCOME = "(what it did spans every project: shown to an admin who is a member of every project)"
-WITHHELD_ERROR = "(the message may name any project: shown to an admin who is a member of every project; see the log)"
-
-
-def _withheld(run: JobRunRow) -> JobRunRow:
-    """A job's run as an admin who cannot see every project is shown it: when, where and whether it succeeded, not
-    its outcome line, which counts (or, failed, may name) rows of every project — as the stored health report is
-    replaced by a live one of their projects (app.services.status.health_reports)."""
-    return dataclasses.replace(run, outcome=WITHHELD_OUTCOME if run.succeeded else WITHHELD_ERROR)
-
-
-def _job_rows(runs: dict[str, JobRunRow]) -> list[tuple[str, JobRunRow | None]]:
-    """Every job of this version by name with its last run (None: never recorded), then rows of jobs it does not
-    know (a newer replica's)."""
-    known = {job.key for job in JOBS}
-    unknown = [(key, run) for key, run in sorted(runs.items()) if key not in known]
-    return [(job.name, runs.get(job.key)) for job in JOBS] + unknown
 
 
 def _job_lines(config: Answer) -> list[tuple[str, str]]:
@@ -194,10 +162,7 @@ async def health_fix(
     console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
 ) -> Response:
     try:
-        with acting_as(Caller(principal, "POST /api/health-check/fix", Role.admin)):
-            async with console.context.db.unit_of_work() as db:  # what POST /api/health-check/fix runs, audit too
-                fixed = await HealthService(db).autofix()
-                await AuditRepository(db).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
+        fixed = await fix_health(console.context, principal)  # what POST /api/health-check/fix runs, audit too
     except AppError as error:  # an admin who cannot see every project
         page = console.base(principal, session, message=error.message)
         return console.render(request, "error.html", page, error.status_code)
@@ -218,8 +183,7 @@ async def _tokens_page(
     status: int = 200,
     **values: Any,
 ) -> Response:
-    async with console.context.db.unit_of_work() as db:
-        rows = await AuthService(db).list_tokens()
+    rows = await token_operations.list_tokens(console.context, Actor.console(principal))
     return admin_page(console, request, "tokens.html", principal, session, status, rows=rows, **values)
 
 
@@ -244,12 +208,6 @@ def parse_role(value: str) -> Role:
     return Role(value)
 
 
-async def audit_change(db: AsyncSession, principal: Principal, action: str, details: dict[str, Any]) -> None:
-    """Token, user and membership changes made from a browser are audited (tool `console`), in the change's
-    transaction."""
-    await AuditRepository(db).record(principal.user_id, "console", action, [], None, details)
-
-
 def _expiry(console: Console, value: str) -> datetime | None:
     days = console.context.settings.auth.token_lifetime_days
     return parse_expiry(value.strip() or None, datetime.now(UTC), days)
@@ -261,15 +219,15 @@ async def token_create(
     role = form.get("role")
     try:
         expires_at = _expiry(console, form.get("expires"))
-        async with console.context.db.unit_of_work() as db:
-            chosen = Role(role) if role in Role.__members__ else None
-            label = form.get("label") or None
-            token, user = await AuthService(db).create_token(form.get("user"), chosen, label, expires_at)
-            await audit_change(db, principal, "token_create", {"user": user.name})
+        chosen = Role(role) if role in Role.__members__ else None
+        created = await token_operations.create_token(
+            console.context, Actor.console(principal), form.get("user"), chosen, form.get("label") or None, expires_at
+        )
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
-    logger.info("console: user %r created a token for %r", principal.name, user.name)
-    return await _tokens_page(console, request, principal, session, created=_shown(token, user, expires_at, "created"))
+    logger.info("console: user %r created a token for %r", principal.name, created.user.name)
+    shown = _shown(created.token, created.user, created.expires_at, "created")
+    return await _tokens_page(console, request, principal, session, created=shown)
 
 
 async def token_revoke(
@@ -277,9 +235,7 @@ async def token_revoke(
 ) -> Response:
     token_id = form.get("token_id")
     try:
-        async with console.context.db.unit_of_work() as db:
-            await AuthService(db).revoke(token_id)
-            await audit_change(db, principal, "token_revoke", {"token_id": token_id})
+        await token_operations.revoke_token(console.context, Actor.console(principal), token_id)
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r revoked token %s", principal.name, token_id)
@@ -292,10 +248,7 @@ async def token_rotate(
     token_id = form.get("token_id")
     try:
         expires_at = _expiry(console, form.get("expires"))
-        async with console.context.db.unit_of_work() as db:
-            rotated = await AuthService(db).rotate(token_id, expires_at)
-            details = {"token_id": token_id, "successor": str(rotated.token_id)}
-            await audit_change(db, principal, "token_rotate", details)
+        rotated = await token_operations.rotate_token(console.context, Actor.console(principal), token_id, expires_at)
     except AppError as error:
         return await _tokens_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r rotated token %s", principal.name, token_id)

@@ -19,13 +19,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
-from app.db.records import Principal
 from app.http.ui import clusters, confirm, curate, graph, humane, members, operations, review, triage, users
 from app.http.ui.console import HERE, Console, ConsoleConfig, FormHandler, posting
 from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
 from app.http.ui.session import COOKIE_PATH, SessionData
 from app.services.context import AppContext
+from app.services.values import Principal
 
 logger = logging.getLogger(__name__)
 POST = ["POST"]

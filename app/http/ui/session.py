@@ -29,7 +29,7 @@ from pydantic import SecretStr
 from app.services.auth.sessions import ConsoleSessionService
 
 if TYPE_CHECKING:
-    from app.db.engine import Database
+    from app.services.values import Database
 
 logger = logging.getLogger(__name__)
 

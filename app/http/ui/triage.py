@@ -21,9 +21,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from app.db.records import Principal
 from app.http.ui.review import EDGES, RETENTION
 from app.http.ui.session import SessionData
+from app.services.values import Principal
 
 if TYPE_CHECKING:
     from app.http.ui.console import Answer, Console, Form

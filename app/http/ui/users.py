@@ -2,8 +2,8 @@
 active tokens, last token use and open console sessions; creating a user, changing a role, setting or clearing
 a password, ending all of a user's console sessions.
 
-Every change goes through app.services.admin.users (the service `synaptomind user …` and `token create` use), in its
-own unit of work with its audit event (`console` / `user_create`, `user_role`, `user_password_set`,
+Every change is an operation of app.services.admin.operations (the ones `synaptomind user …` runs), in its own unit
+of work with its audit event (`console` / `user_create`, `user_role`, `user_password_set`,
 `user_password_clear`), as the tokens page audits; the service refuses a change that would leave no admin, or no
 admin who can sign in. A lower role and a new or cleared password end the user's console sessions; so does
 **End sessions** (`session` / `end` audit events, app.services.auth.sessions).
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.db.records import Principal
-from app.db.visibility import ROLE_RANK
 from app.errors import AppError
-from app.http.ui.operations import admin_page, audit_change, parse_role
+from app.http.ui.operations import admin_page, parse_role
 from app.http.ui.session import SessionData
-from app.services.admin.users import UserService
+from app.services.actors import Actor
+from app.services.admin import operations
+from app.services.values import ROLE_RANK, Principal
 
 if TYPE_CHECKING:
     from app.http.ui.console import Console, Form
@@ -42,8 +42,7 @@ async def _users_page(
     status: int = 200,
     **values: Any,
 ) -> Response:
-    async with console.context.db.autocommit() as db:
-        rows = await UserService(db).list_users()
+    rows = await operations.list_users(console.context, Actor.console(principal))
     return admin_page(console, request, "users.html", principal, session, status, rows=rows, **values)
 
 
@@ -53,10 +52,7 @@ async def user_create(
     password = form.get("password") or None
     try:
         role = parse_role(form.get("role"))
-        async with console.context.db.unit_of_work() as db:
-            user = await UserService(db).create_user(form.get("name"), role, password)
-            details = {"user": user.name, "role": role.value, "password": password is not None}
-            await audit_change(db, principal, "user_create", details)
+        user = await operations.create_user(console.context, Actor.console(principal), form.get("name"), role, password)
     except AppError as error:
         return await _users_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r created user %r (%s)", principal.name, user.name, role.value)
@@ -70,22 +66,16 @@ async def user_role(
 ) -> Response:
     try:
         role = parse_role(form.get("role"))
-        async with console.context.db.unit_of_work() as db:
-            service = UserService(db)
-            before = await service.find(form.get("name"))
-            user = await service.set_role(before.name, role)
-            if before.role != role:
-                await audit_change(
-                    db, principal, "user_role", {"user": user.name, "from": before.role.value, "to": role.value}
-                )
+        changed = await operations.set_user_role(console.context, Actor.console(principal), form.get("name"), role)
     except AppError as error:
         return await _users_page(console, request, principal, session, error.status_code, error=error.message)
-    if before.role == role:
+    user, before = changed.user, changed.before
+    if before == role:
         notice = f"{user.name} already has the {role.value} role."
     else:
         logger.info("console: user %r made %r a %s", principal.name, user.name, role.value)
-        notice = f"{user.name} now has the {role.value} role (was {before.role.value})."
-        if ROLE_RANK[role] < ROLE_RANK[before.role]:
+        notice = f"{user.name} now has the {role.value} role (was {before.value})."
+        if ROLE_RANK[role] < ROLE_RANK[before]:
             notice += " Their console sessions have ended."
     return await _users_page(console, request, principal, session, notice=notice)
 
@@ -110,11 +100,8 @@ async def _set_password(
     name: str,
     password: str | None,
 ) -> Response:
-    action = "user_password_set" if password is not None else "user_password_clear"
     try:
-        async with console.context.db.unit_of_work() as db:
-            user = await UserService(db).set_password(name, password)
-            await audit_change(db, principal, action, {"user": user.name})
+        user = await operations.set_user_password(console.context, Actor.console(principal), name, password)
     except AppError as error:
         return await _users_page(console, request, principal, session, error.status_code, error=error.message)
     logger.info("console: user %r %s the password of %r", principal.name, "set" if password else "cleared", user.name)
@@ -134,10 +121,10 @@ async def user_sign_out(
     """End every console session of the user (`synaptomind user sign-out`): their next page asks them to sign in.
     The admin's own included, when they name themselves."""
     try:
-        async with console.context.db.unit_of_work() as db:
-            user, ended = await UserService(db).end_sessions(form.get("name"))
+        ended = await operations.end_user_sessions(console.context, Actor.console(principal), form.get("name"))
     except AppError as error:
         return await _users_page(console, request, principal, session, error.status_code, error=error.message)
-    logger.info("console: user %r ended %d console session(s) of %r", principal.name, ended, user.name)
-    notice = f"{ended} console session(s) of {user.name} ended; their tokens and password still sign in."
+    name = ended.user.name
+    logger.info("console: user %r ended %d console session(s) of %r", principal.name, ended.ended, name)
+    notice = f"{ended.ended} console session(s) of {name} ended; their tokens and password still sign in."
     return await _users_page(console, request, principal, session, notice=notice)

@@ -133,6 +133,16 @@ class MemberService:
         """Remove a member (or, with `user_ref` None, close the project: only its members see it then)."""
         return await self._remove(await self.project(project_ref), user_ref)
 
+    async def operator_set(self, project_ref: str, user_ref: str | None, role: Role) -> MembershipChange:
+        """`add` with the role it replaced, as the audit event records it (`synaptomind member add`)."""
+        membership, before = await self._set(await self.project(project_ref), user_ref, role)
+        return MembershipChange(membership.project, membership.user_name, role, before, True)
+
+    async def operator_drop(self, project_ref: str, user_ref: str | None) -> MembershipChange:
+        """`remove` as a change, as the audit event records it (`synaptomind member remove`)."""
+        removed = await self.remove(project_ref, user_ref)
+        return MembershipChange(removed.project, removed.user_name, None, removed.role, True)
+
     async def _set(self, project: ProjectRecord, user_ref: str | None, role: Role) -> tuple[Membership, Role | None]:
         """The membership set, and the role it had before (None: no member)."""
         user_id, name = (None, None) if user_ref is None else await self._user(user_ref)

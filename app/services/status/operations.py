@@ -1,10 +1,18 @@
-"""memory_status's slots, frontier and health reads as units of work."""
+"""memory_status's slots, frontier and health reads as units of work; the health report and safe fix of the ops plane
+(`/api/health-check`, the console's health page) and the database probe of `/health`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import text
+
+from app.db.models import Role
+from app.db.records import Principal
+from app.db.repositories.audit import AuditRepository
 from app.db.repositories.projects import ProjectRepository
+from app.db.visibility import Caller, acting_as
+from app.errors import forbidden
 from app.services.context import AppContext
 from app.services.scope import ReadScope, resolve_read_scope
 from app.services.status.frontier import FrontierEntry, FrontierService
@@ -37,3 +45,35 @@ async def read_frontier(app: AppContext, cwd: str | None) -> tuple[ReadScope, li
 async def health_report(app: AppContext, include_details: bool, severity: str | None) -> dict[str, Any]:
     async with app.db.unit_of_work() as session:
         return await HealthService(session).report(include_details, severity)
+
+
+# ---------------------------------------------------------------- the ops plane: /api/health-check and the console
+
+FIX_CALL = "POST /api/health-check/fix"
+FIX_NEEDS_ADMIN = "Forbidden: the safe autofixes need the admin role"
+
+
+async def caller_health_report(
+    app: AppContext, principal: Principal, call: str, include_details: bool, severity: str | None
+) -> dict[str, Any]:
+    """The health report over the caller's projects, as memory_status action=health answers it."""
+    with acting_as(Caller(principal, call)):
+        return await health_report(app, include_details, severity)
+
+
+async def fix_health(app: AppContext, principal: Principal) -> dict[str, int]:
+    """The safe autofixes (admin; refused to an admin who cannot see every project), audited as `api` /
+    `health_fix` whichever door ran them: `POST /api/health-check/fix` and the console's health page."""
+    if principal.role is not Role.admin:
+        raise forbidden(FIX_NEEDS_ADMIN)
+    with acting_as(Caller(principal, FIX_CALL, Role.admin)):
+        async with app.db.unit_of_work() as session:
+            fixed = await HealthService(session).autofix()
+            await AuditRepository(session).record(principal.user_id, "api", "health_fix", [], None, dict(fixed))
+    return fixed
+
+
+async def probe_database(app: AppContext) -> None:
+    """A `SELECT 1` on a connection of its own (GET /health); raises when the database does not answer."""
+    async with app.db.engine.connect() as connection:
+        await connection.execute(text("SELECT 1"))

@@ -6,7 +6,6 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.records import ThoughtRecord
 from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.confirm import ConfirmFlow, Preview
 from app.mcp.envelope import Meta, collection, single
@@ -16,6 +15,7 @@ from app.mcp.tools.crystallize.args import AutoClusterArgs, ClusterArgs, GraphAr
 from app.services.crystallize import operations as crystallize_operations
 from app.services.crystallize.clusters import ClusterGroup
 from app.services.store.thoughts import normalize_tags
+from app.services.values import ThoughtRecord
 
 NODE_FIELDS = ("id", "label", "title", "group", "tags", "category", "status", "is_cluster", "project_name")
 COMPACT_NODE_FIELDS = ("id", "label", "status", "is_cluster")

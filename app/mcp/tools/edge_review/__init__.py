@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
 from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.edge_review import handlers
@@ -15,6 +14,7 @@ from app.mcp.tools.edge_review.args import (
     RejectArgs,
     RollbackArgs,
 )
+from app.services.values import Role
 
 SPEC = ToolSpec(
     name=TOOL,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
 from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.primers import handlers
 from app.mcp.tools.primers.args import TOOL, DeleteArgs, ListArgs
+from app.services.values import Role
 
 SPEC = ToolSpec(
     name=TOOL,

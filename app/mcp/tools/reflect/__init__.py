@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
 from app.mcp.tools.common import WRITES
 from app.mcp.tools.reflect import handlers
 from app.mcp.tools.reflect.args import TOOL, ReflectArgs, TimelineArgs
+from app.services.values import Role
 
 SPEC = ToolSpec(
     name=TOOL,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
 from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.retention import handlers
@@ -13,6 +12,7 @@ from app.mcp.tools.retention.args import (
     ListArgs,
     ProtectArgs,
 )
+from app.services.values import Role
 
 SPEC = ToolSpec(
     name=TOOL,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
 from app.mcp.tools.common import READ_ONLY
 from app.mcp.tools.status import handlers
@@ -14,6 +13,7 @@ from app.mcp.tools.status.args import (
     ProposeArgs,
     SlotsArgs,
 )
+from app.services.values import Role
 
 SPEC = ToolSpec(
     name=TOOL,

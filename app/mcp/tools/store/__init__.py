@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from app.db.models import Role
 from app.mcp.registry import Action, ToolSpec
 from app.mcp.tools.common import DESTRUCTIVE
 from app.mcp.tools.store import handlers
@@ -17,6 +16,7 @@ from app.mcp.tools.store.args import (
     UnlinkBatchArgs,
     UpdateArgs,
 )
+from app.services.values import Role
 
 SPEC = ToolSpec(
     name=TOOL,

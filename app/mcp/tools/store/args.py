@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, WithJsonSchema
 
-from app.db.models import EdgeType
 from app.mcp.arguments import ActionArgs, ArgumentModel
 from app.mcp.tools.common import (
     CONFIRM,
@@ -20,6 +19,7 @@ from app.mcp.tools.common import (
     TagList,
     TextStr,
 )
+from app.services.values import EdgeType
 
 TOOL = "memory_store"
 UrlStr = Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$")]

@@ -8,7 +8,6 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.records import EdgeRecord
 from app.errors import AppError, bad_request
 from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.confirm import ConfirmFlow, Preview
@@ -30,6 +29,7 @@ from app.services.store import operations as store_operations
 from app.services.store.edges import EdgeService, edge_not_found
 from app.services.store.operations import link_pair, link_pairs
 from app.services.store.thoughts import NewThought, check_content, check_status, normalize_tags, parse_parent
+from app.services.values import EdgeRecord
 
 EdgeState = tuple[uuid.UUID, EdgeRecord | None]
 EdgesState = tuple[list[uuid.UUID], dict[uuid.UUID, EdgeRecord | None]]
