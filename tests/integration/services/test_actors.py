@@ -94,7 +94,8 @@ async def test_the_cli_audits_token_user_and_member_changes_as_the_console_does(
     csrf = found[1]
 
     async def post(path: str, **fields: str) -> None:
-        answer = await ui.post(f"/ui/admin/{path}", data={"csrf": csrf, **fields})
+        # `confirmed=yes`: the destructive buttons' confirm step (app/http/ui/confirm.py) is answered at once.
+        answer = await ui.post(f"/ui/admin/{path}", data={"csrf": csrf, "confirmed": "yes", **fields})
         assert answer.status_code == 200, answer.text
 
     # The console's changes, to pat and Lab.
