@@ -7,6 +7,7 @@ import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Float, Select, Text, and_, any_, bindparam, func, insert, literal, select, update
@@ -14,7 +15,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.locks import RowLock, row_locked
-from app.db.models import Project, Thought, ThoughtStatus
+from app.db.models import Edge, EdgeType, Project, Thought, ThoughtStatus
 from app.db.records import ProjectRecord, ThoughtRecord
 
 # The project's name through its table, not its ORM entity: the visibility rule (app.db.visibility) leaves the
@@ -155,6 +156,48 @@ class ThoughtFilter:
         return self.shape.clauses(self.parameters())
 
 
+# A thought's standing as the console's browse page filters it: what the edges into it and its flags say.
+STANDINGS = ("superseded", "contradicted", "protected", "global")
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """What a browse of the inventory adds to a ThoughtFilter: a creation date range (from inclusive, before
+    exclusive), an edge type the thought has at either end, and a standing (STANDINGS)."""
+
+    created_from: datetime | None = None
+    created_before: datetime | None = None
+    edge_type: EdgeType | None = None
+    standing: str | None = None
+
+    def clauses(self) -> list[Any]:
+        clauses: list[Any] = []
+        if self.created_from is not None:
+            clauses.append(Thought.created_at >= self.created_from)
+        if self.created_before is not None:
+            clauses.append(Thought.created_at < self.created_before)
+        if self.edge_type is not None:
+            typed = Edge.type == self.edge_type
+            # two EXISTS on the indexed ends rather than one OR, which PostgreSQL cannot drive from either index
+            clauses.append(
+                select(Edge.id).where(typed, Edge.source_id == Thought.id).exists()
+                | select(Edge.id).where(typed, Edge.target_id == Thought.id).exists()
+            )
+        if self.standing == "superseded":  # a `replaces` edge points at it
+            clauses.append(select(Edge.id).where(Edge.type == EdgeType.replaces, Edge.target_id == Thought.id).exists())
+        elif self.standing == "contradicted":  # `contradicts` is symmetric: either end
+            contradicts = Edge.type == EdgeType.contradicts
+            clauses.append(
+                select(Edge.id).where(contradicts, Edge.source_id == Thought.id).exists()
+                | select(Edge.id).where(contradicts, Edge.target_id == Thought.id).exists()
+            )
+        elif self.standing == "protected":
+            clauses.append(Thought.is_protected.is_(True))
+        elif self.standing == "global":
+            clauses.append(Thought.is_global.is_(True))
+        return clauses
+
+
 class ThoughtRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -232,23 +275,29 @@ class ThoughtRepository:
             found.setdefault(row.content, to_record(row))
         return found
 
-    async def count(self, where: ThoughtFilter) -> int:
-        statement = select(func.count()).select_from(Thought).where(and_(True, *where.clauses()))
+    async def count(self, where: ThoughtFilter, narrowing: Narrowing | None = None) -> int:
+        extra = narrowing.clauses() if narrowing else []
+        statement = select(func.count()).select_from(Thought).where(and_(True, *where.clauses(), *extra))
         return int((await self.session.execute(statement)).scalar_one())
 
-    async def page(self, where: ThoughtFilter, limit: int, offset: int) -> list[ThoughtRecord]:
+    async def page(
+        self, where: ThoughtFilter, limit: int, offset: int, narrowing: Narrowing | None = None
+    ) -> list[ThoughtRecord]:
+        extra = narrowing.clauses() if narrowing else []
         statement = (
             thought_select()
-            .where(*where.clauses())
+            .where(*where.clauses(), *extra)
             .order_by(Thought.created_at.desc(), Thought.id.desc())
             .limit(limit)
             .offset(offset)
         )
         return [to_record(row) for row in await self.session.execute(statement)]
 
-    async def page_with_total(self, where: ThoughtFilter, limit: int, offset: int) -> tuple[list[ThoughtRecord], int]:
-        total = await self.count(where)
-        rows = await self.page(where, limit, offset) if offset < total else []
+    async def page_with_total(
+        self, where: ThoughtFilter, limit: int, offset: int, narrowing: Narrowing | None = None
+    ) -> tuple[list[ThoughtRecord], int]:
+        total = await self.count(where, narrowing)
+        rows = await self.page(where, limit, offset, narrowing) if offset < total else []
         return rows, total
 
     async def update_fields(self, thought_id: uuid.UUID, values: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from app.db.records import Principal
-from app.http.ui import confirm, graph, humane, members, operations, review, users
+from app.http.ui import browse, confirm, graph, humane, members, operations, review, users
 from app.http.ui.console import HERE, Console, ConsoleConfig, FormHandler, posting
 from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
@@ -60,7 +60,8 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/sign-out", console.sign_out, methods=["POST"]),
         Route("/search", console.page(console.search), methods=["GET"]),
         Route("/thoughts/{thought_id}", console.page(console.thought), methods=["GET"]),
-        Route("/projects/{project_id}/timeline", console.page(console.timeline), methods=["GET"]),
+        Route("/projects/{project_id}/timeline", page(browse.timeline), methods=["GET"]),
+        Route("/browse", page(browse.browse), methods=["GET"]),
         Route("/graph", page(graph.project_graph), methods=["GET"]),
         Route("/thoughts/{thought_id}/archive", page(posting(review.thought_archive)), methods=["POST"]),
         Route("/thoughts/{thought_id}/merge", page(posting(review.thought_merge)), methods=["POST"]),
