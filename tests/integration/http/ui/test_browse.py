@@ -29,9 +29,9 @@ async def default_project(caller: ToolCaller) -> dict[str, Any]:
 
 
 async def test_a_project_without_a_path_means_that_project_on_every_page(
-    ui: httpx2.AsyncClient,
+    ui: httpx2.AsyncClient,  # noqa: F811
     app_context: AppContext,
-    writer: ToolCaller,  # noqa: F811
+    writer: ToolCaller,
 ) -> None:
     await writer.ok("memory_manage", {"action": "create", "name": "atlas", "local_path": "/srv/atlas"})
     await writer.ok("memory_store", {"action": "create", "content": "Pipeline notes of atlas", "cwd": "/srv/atlas"})
@@ -62,9 +62,9 @@ async def test_a_project_without_a_path_means_that_project_on_every_page(
 
 
 async def test_browse_by_tag_edge_type_standing_and_date(
-    ui: httpx2.AsyncClient,
+    ui: httpx2.AsyncClient,  # noqa: F811
     app_context: AppContext,
-    writer: ToolCaller,  # noqa: F811
+    writer: ToolCaller,
 ) -> None:
     project = (await writer.ok("memory_manage", {"action": "create", "name": "atlas", "local_path": "/srv/atlas"})).item
     base = {"action": "create", "cwd": "/srv/atlas"}
@@ -127,9 +127,9 @@ async def test_browse_by_tag_edge_type_standing_and_date(
 
 
 async def test_browse_and_search_page_within_the_contract_limits(
-    ui: httpx2.AsyncClient,
+    ui: httpx2.AsyncClient,  # noqa: F811
     app_context: AppContext,
-    writer: ToolCaller,  # noqa: F811
+    writer: ToolCaller,
 ) -> None:
     await writer.ok("memory_manage", {"action": "create", "name": "atlas", "local_path": "/srv/atlas"})
     thoughts = [{"content": f"Quarterly marmalade report number {n}", "tags": ["report"]} for n in range(60)]
@@ -154,8 +154,8 @@ async def test_browse_and_search_page_within_the_contract_limits(
 
 
 async def test_a_reader_who_is_no_member_of_a_closed_project_sees_none_of_it(
-    ui: httpx2.AsyncClient,
-    app_context: AppContext,  # noqa: F811
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
 ) -> None:
     cast = await team(app_context)
     await sign_in(ui, await token_for(app_context, "rita", Role.reader))
