@@ -93,6 +93,11 @@ async def test_browse_by_tag_edge_type_standing_and_date(
     assert len(ROW.findall(replaces.text)) == 2  # both ends of the edge
     superseded = await browse(standing="superseded")
     assert "blue pipeline" in superseded.text and "green pipeline" not in superseded.text
+    both = await browse(edge="replaces", standing="superseded")
+    assert "blue pipeline" in both.text and len(ROW.findall(both.text)) == 1
+    assert "No thoughts with a related edge, contradicted in atlas" in shown(
+        await browse(edge="related", standing="contradicted")
+    )
     protected = await browse(standing="protected")
     assert "The on-call rota" in protected.text and len(ROW.findall(protected.text)) == 1
     archived = await browse(standing="archived")
