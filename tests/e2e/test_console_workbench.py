@@ -185,14 +185,14 @@ async def test_a_tag_opens_its_browse_view_and_the_filters_narrow_it(
         await page.wait_for_url(f"{base}/ui/browse?**")
         assert await page.locator("h2#browse-heading").inner_text() == "1 thought tagged retries, newest first"
         assert await page.locator(".result").count() == 1
-        await page.get_by_label("Tag").fill("billing")
-        await page.get_by_label("Edge type").select_option("supports")
+        await page.get_by_role("textbox", name="Tag").fill("billing")
+        await page.get_by_role("combobox", name="Edge type").select_option("supports")
         await page.get_by_role("button", name="Browse").click()
         await page.wait_for_url("**edge=supports**")
         heading = await page.locator("h2#browse-heading").inner_text()
         assert heading == "6 thoughts tagged billing, with a supports edge, newest first"  # the hub and its 5
         await shoot(page, tmp_path, "browse")
-        await page.get_by_label("Standing").select_option("protected")
+        await page.get_by_role("combobox", name="Standing").select_option("protected")
         await page.get_by_role("button", name="Browse").click()
         await page.wait_for_url("**standing=protected**")
         empty = page.locator("p.empty")
