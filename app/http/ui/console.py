@@ -403,8 +403,10 @@ class Console:
             for thought_id, value in parsed.items()
         }
 
-    async def call(self, principal: Principal, tool: str, arguments: dict[str, Any]) -> Answer:
-        return await call_tool(self.context, principal, tool, arguments)
+    async def call(
+        self, principal: Principal, tool: str, arguments: dict[str, Any], run: Runner | None = None
+    ) -> Answer:
+        return await call_tool(self.context, principal, tool, arguments, run)
 
     @staticmethod
     def pick(projects: list[dict[str, Any]], project_id: str | None) -> dict[str, Any] | None:
