@@ -75,6 +75,9 @@ class World:
     busiest_id: str
     queries: list[str]
     thoughts: int
+    tag: str  # the largest project's most used tag
+    day: str  # the largest project's busiest creation day (YYYY-MM-DD)
+    default_project: str  # the default project's id: it has no path, the console scopes it by id
 
 
 async def _count(context: AppContext, sql: str) -> Any:
@@ -123,7 +126,27 @@ async def prepare(context: AppContext, requests: int) -> World:
                 )
             )
         ).scalar_one()
+        tag = (
+            await session.execute(
+                text(
+                    "SELECT tag FROM thought t JOIN project p ON p.id = t.project_id, unnest(t.tags) AS tag "
+                    "WHERE p.local_path = :path GROUP BY tag ORDER BY count(*) DESC, tag LIMIT 1"
+                ),
+                {"path": largest_path},
+            )
+        ).scalar_one_or_none()
+        day = (
+            await session.execute(
+                text(
+                    "SELECT to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day FROM thought t "
+                    "JOIN project p ON p.id = t.project_id WHERE p.local_path = :path "
+                    "GROUP BY day ORDER BY count(*) DESC, day LIMIT 1"
+                ),
+                {"path": largest_path},
+            )
+        ).scalar_one()
     largest = next(project for project in projects if project.get("local_path") == largest_path)
+    default = next(project for project in projects if project.get("is_default"))
     pending = await _count(context, "SELECT count(*) FROM placement_proposal WHERE status = 'pending'")
     if pending < 25:  # a full page of the queue: enqueue the largest project's thoughts until there is one
         for thought_id in plain:
@@ -133,26 +156,45 @@ async def prepare(context: AppContext, requests: int) -> World:
     ids = [thought_id for pair in zip(with_edges, plain, strict=False) for thought_id in pair][:requests]
     queries = [query.text for query in generate_queries(max(requests, 20), project=0)]
     thoughts = int(await _count(context, "SELECT count(*) FROM thought"))
-    return World(largest, ids, str(busiest), queries, thoughts)
+    return World(largest, ids, str(busiest), queries, thoughts, str(tag or ""), str(day), str(default["id"]))
 
 
 def pages(world: World) -> list[Page]:
     project = world.largest_project["id"]
     ids, queries = world.thought_ids, world.queries
 
-    def search(i: int, scoped: bool) -> str:
-        query = {"query": queries[i % len(queries)], **({"project": project} if scoped else {})}
+    def search(i: int, scoped: bool, **more: str) -> str:
+        query = {"query": queries[i % len(queries)], **({"project": project} if scoped else {}), **more}
         return "/ui/search?" + urlencode(query)
+
+    def browse(i: int, **filters: str) -> str:
+        return "/ui/browse?" + urlencode({"project": project, **filters, "offset": str(50 * (i % 5))})
 
     return [
         Page("search, one project (the largest)", lambda i: search(i, True)),
         Page("search, every project", lambda i: search(i, False)),
+        Page("search, largest project, 100 hits (the most)", lambda i: search(i, True, limit="100")),
+        Page("search, the default project (no path)", lambda i: search(i, False, project=world.default_project)),
         Page("thought page (get + chain + graph)", lambda i: f"/ui/thoughts/{ids[i % len(ids)]}"),
         Page("thought page, the most linked thought", lambda i: f"/ui/thoughts/{world.busiest_id}"),
         Page(
             "timeline, largest project (offsets 0–200)",
             lambda i: f"/ui/projects/{project}/timeline?offset={50 * (i % 5)}",
         ),
+        Page("browse, largest project (offsets 0–200)", lambda i: browse(i)),
+        Page("browse, every project (offsets 0–200)", lambda i: browse(i, project="")),
+        Page(f"browse by tag {world.tag!r} (offsets 0–200)", lambda i: browse(i, tag=world.tag)),
+        Page("browse by edge type related (offsets 0–200)", lambda i: browse(i, edge="related")),
+        Page("browse by standing superseded", lambda i: browse(i, standing="superseded")),
+        Page("browse by standing protected", lambda i: browse(i, standing="protected")),
+        Page(
+            f"browse by date {world.day} (offsets 0–200)", lambda i: browse(i, **{"from": world.day, "to": world.day})
+        ),
+        Page(
+            "project graph, largest project (offsets 0–160)",
+            lambda i: f"/ui/graph?project={project}&offset={40 * (i % 5)}",
+        ),
+        Page("project graph picker", lambda i: "/ui/graph"),
         Page("edge review queue (25 proposals)", lambda i: "/ui/review/edges"),
         Page("retention review list", lambda i: "/ui/review/retention"),
         Page("auto-cluster form", lambda i: "/ui/review/clusters"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -141,14 +142,21 @@ def internal_error_text(tool: str, request_id: str, committed: bool) -> str:
     return f"Internal error in {tool} (ref {request_id}); the call was rolled back"
 
 
-async def dispatch(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal) -> CallToolResult:
-    """Validate, authorise, run; every failure becomes an envelope. Each call gets a request id (in `_meta`)."""
+Runner = Callable[[Any, CallContext], Awaitable[ToolAnswer]]
+
+
+async def dispatch(
+    spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal, run: Runner | None = None
+) -> CallToolResult:
+    """Validate, authorise, run; every failure becomes an envelope. Each call gets a request id (in `_meta`).
+    `run`, when given, runs instead of the action's handler, on the same validated arguments, role check, rate
+    limit and error envelope: the console scopes a read by project id with it (app/http/ui/console.py)."""
     request_id = new_request_id()
     started = time.perf_counter()
     commits = _Commits()
     reset = _CALL_COMMITS.set(commits)
     try:
-        result = await _dispatch(spec, arguments, app, principal, request_id, commits)
+        result = await _dispatch(spec, arguments, app, principal, request_id, commits, run)
     finally:
         _CALL_COMMITS.reset(reset)
     result.meta = {**(result.meta or {}), "requestId": request_id}
@@ -195,7 +203,13 @@ async def _run_handler(action: Action, args: Any, ctx: CallContext) -> ToolAnswe
 
 
 async def _dispatch(
-    spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal, request_id: str, commits: _Commits
+    spec: ToolSpec,
+    arguments: dict[str, Any],
+    app: AppContext,
+    principal: Principal,
+    request_id: str,
+    commits: _Commits,
+    run: Runner | None,
 ) -> CallToolResult:
     try:
         action = _resolve_action(spec, arguments)
@@ -211,7 +225,8 @@ async def _dispatch(
         # Every unit of work of the call sees only the caller's projects (app.db.visibility).
         with Actor(principal, "mcp").acting(_call_label(spec, action), action.role):
             # A read lost on a replica runs again on the primary, unless something of the call committed.
-            answer = await retried_on_primary(lambda: _run_handler(action, args, ctx), lambda: not commits.seen)
+            handler = (lambda: run(args, ctx)) if run is not None else (lambda: _run_handler(action, args, ctx))
+            answer = await retried_on_primary(handler, lambda: not commits.seen)
         return wire.success(answer.payload, answer.raw_text)
     except Exception as error:
         # After a commit, a driver or value error is no refusal ("nothing was written", "invalid arguments"): the

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import posixpath
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.db.records import ProjectRecord
 from app.db.repositories.projects import ProjectRepository
+from app.errors import not_found
 
 NO_CWD_WARNING = "no cwd — the answer spans every project"
 
@@ -54,6 +56,15 @@ async def resolve_read_scope(projects: ProjectRepository, cwd: str | None) -> Re
     if project is None:
         return ReadScope(None, dict(UNRESOLVED_SCOPE), [unknown_cwd_warning(cwd or path)], cwd_given=True)
     return ReadScope(project, scope_of(project), [], cwd_given=True)
+
+
+async def resolve_project_scope(projects: ProjectRepository, project_id: uuid.UUID) -> ReadScope:
+    """A read scoped to a project by its id, for callers that name the project itself (the console), since a
+    project without a `local_path` cannot be named as a cwd. A project the caller may not see is not found."""
+    project = await projects.get(project_id)
+    if project is None:
+        raise not_found(f"Project {project_id} not found")
+    return ReadScope(project, scope_of(project), [], cwd_given=False)
 
 
 async def resolve_write_project(

@@ -172,6 +172,42 @@ async def test_graphs_read_by_mouse_and_keyboard_and_thoughts_named_by_their_con
         await page.close()
 
 
+async def test_a_tag_opens_its_browse_view_and_the_filters_narrow_it(
+    browser: Any,
+    world: dict[str, Any],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    page, errors, base = await opened(browser, world, DESKTOP)
+    try:
+        await page.goto(f"{base}/ui/thoughts/{world['hub']}")
+        await page.get_by_role("link", name="retries", exact=True).click()
+        await page.wait_for_url(f"{base}/ui/browse?**")
+        assert await page.locator("h2#browse-heading").inner_text() == "1 thought tagged retries, newest first"
+        assert await page.locator(".result").count() == 1
+        await page.get_by_role("textbox", name="Tag").fill("billing")
+        await page.get_by_role("combobox", name="Edge type").select_option("supports")
+        await page.get_by_role("button", name="Browse").click()
+        await page.wait_for_url("**edge=supports**")
+        heading = await page.locator("h2#browse-heading").inner_text()
+        assert heading == "6 thoughts tagged billing, with a supports edge, newest first"  # the hub and its 5
+        await shoot(page, tmp_path, "browse")
+        await page.get_by_role("combobox", name="Standing").select_option("protected")
+        await page.get_by_role("button", name="Browse").click()
+        await page.wait_for_url("**standing=protected**")
+        empty = page.locator("p.empty")
+        assert "No thoughts tagged billing, with a supports edge, protected in Billing" in await empty.inner_text()
+        await empty.get_by_role("link", name="clear every filter").click()
+        await page.wait_for_url(f"{base}/ui/browse?project=*")
+        assert await page.locator(".result").count() == 19
+        assert errors == [], f"JavaScript errors in the console: {errors}"
+    except BaseException:
+        await screenshot(page, tmp_path, request.node.name)
+        raise
+    finally:
+        await page.close()
+
+
 async def test_a_phone_never_scrolls_the_whole_page_sideways(
     browser: Any,
     world: dict[str, Any],
@@ -185,6 +221,7 @@ async def test_a_phone_never_scrolls_the_whole_page_sideways(
             "thought": f"/ui/thoughts/{world['hub']}",
             "graph": f"/ui/graph?project={world['project']}",
             "timeline": f"/ui/projects/{world['project']}/timeline",
+            "browse": f"/ui/browse?project={world['project']}&tag=billing",
             "users": "/ui/admin/users",
             "tokens": "/ui/admin/tokens",
             "members": "/ui/admin/members",

@@ -7,14 +7,28 @@ import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Float, Select, Text, and_, any_, bindparam, func, insert, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Select,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.locks import RowLock, row_locked
-from app.db.models import Project, Thought, ThoughtStatus
+from app.db.models import Edge, EdgeType, Project, Thought, ThoughtStatus
 from app.db.records import ProjectRecord, ThoughtRecord
 
 # The project's name through its table, not its ORM entity: the visibility rule (app.db.visibility) leaves the
@@ -155,6 +169,50 @@ class ThoughtFilter:
         return self.shape.clauses(self.parameters())
 
 
+# A thought's standing as the console's browse page filters it: what the edges into it and its flags say.
+STANDINGS = ("superseded", "contradicted", "protected", "global")
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """What a browse of the inventory adds to a ThoughtFilter: a creation date range (from inclusive, before
+    exclusive), an edge type the thought has at either end, and a standing (STANDINGS)."""
+
+    created_from: datetime | None = None
+    created_before: datetime | None = None
+    edge_type: EdgeType | None = None
+    standing: str | None = None
+
+    def edge_filters(self) -> list[tuple[EdgeType, bool]]:
+        """The edges a thought must have, each as (type, only as its target): an edge type at either end, a
+        `replaces` edge pointing at it (superseded), a `contradicts` edge at either end (it is symmetric)."""
+        wanted: list[tuple[EdgeType, bool]] = []
+        if self.edge_type is not None:
+            wanted.append((self.edge_type, False))
+        if self.standing == "superseded":
+            wanted.append((EdgeType.replaces, True))
+        elif self.standing == "contradicted":
+            wanted.append((EdgeType.contradicts, False))
+        return wanted
+
+    def clauses(self, ends: set[uuid.UUID] | None = None) -> list[Any]:
+        """The filter; `ends`: the ids at the ends of the edges `edge_filters` names, read first (the edges of a
+        type are few): as a subquery of the thought statement, with the edges' visibility rule, a page of the
+        50 k-thought project took 1.9 s (docs/BENCHMARKS.md, "Console pages at 100 k")."""
+        clauses: list[Any] = []
+        if self.created_from is not None:
+            clauses.append(Thought.created_at >= self.created_from)
+        if self.created_before is not None:
+            clauses.append(Thought.created_at < self.created_before)
+        if ends is not None:
+            clauses.append(id_in(Thought.id, ends) if ends else literal(False))
+        if self.standing == "protected":
+            clauses.append(Thought.is_protected.is_(True))
+        elif self.standing == "global":
+            clauses.append(Thought.is_global.is_(True))
+        return clauses
+
+
 class ThoughtRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -233,23 +291,48 @@ class ThoughtRepository:
         return found
 
     async def count(self, where: ThoughtFilter) -> int:
-        statement = select(func.count()).select_from(Thought).where(and_(True, *where.clauses()))
+        return await self._count(where, [])
+
+    async def _count(self, where: ThoughtFilter, extra: list[Any]) -> int:
+        statement = select(func.count()).select_from(Thought).where(and_(True, *where.clauses(), *extra))
         return int((await self.session.execute(statement)).scalar_one())
 
     async def page(self, where: ThoughtFilter, limit: int, offset: int) -> list[ThoughtRecord]:
+        return await self._page(where, limit, offset, [])
+
+    async def _page(self, where: ThoughtFilter, limit: int, offset: int, extra: list[Any]) -> list[ThoughtRecord]:
         statement = (
             thought_select()
-            .where(*where.clauses())
+            .where(*where.clauses(), *extra)
             .order_by(Thought.created_at.desc(), Thought.id.desc())
             .limit(limit)
             .offset(offset)
         )
         return [to_record(row) for row in await self.session.execute(statement)]
 
-    async def page_with_total(self, where: ThoughtFilter, limit: int, offset: int) -> tuple[list[ThoughtRecord], int]:
-        total = await self.count(where)
-        rows = await self.page(where, limit, offset) if offset < total else []
+    async def page_with_total(
+        self, where: ThoughtFilter, limit: int, offset: int, narrowing: Narrowing | None = None
+    ) -> tuple[list[ThoughtRecord], int]:
+        extra = await self._narrowed(narrowing)
+        total = await self._count(where, extra)
+        rows = await self._page(where, limit, offset, extra) if offset < total else []
         return rows, total
+
+    async def _narrowed(self, narrowing: Narrowing | None) -> list[Any]:
+        if narrowing is None:
+            return []
+        found: set[uuid.UUID] | None = None
+        for edge_type, target_only in narrowing.edge_filters():
+            ends = await self._edge_ends(edge_type, target_only)
+            found = ends if found is None else found & ends
+        return narrowing.clauses(found)
+
+    async def _edge_ends(self, edge_type: EdgeType, target_only: bool) -> set[uuid.UUID]:
+        statement = select(Edge.source_id, Edge.target_id).where(Edge.type == edge_type)
+        rows = await self.session.execute(statement)
+        if target_only:
+            return {row.target_id for row in rows}
+        return {end for row in rows for end in (row.source_id, row.target_id)}
 
     async def update_fields(self, thought_id: uuid.UUID, values: dict[str, Any]) -> None:
         await self.session.execute(

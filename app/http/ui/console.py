@@ -36,10 +36,13 @@ from app.http.ui.session import (
     open_session,
     same_token,
 )
-from app.mcp.dispatch import dispatch
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.dispatch import Runner, dispatch
 from app.mcp.registry import ToolSpec
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.catalog import ALL_SPECS
+from app.mcp.tools.recall.args import SearchArgs
+from app.mcp.tools.recall.handlers import search_answer
 from app.services.actors import Actor
 from app.services.auth import sessions
 from app.services.auth.passwords import PasswordCheck, TooManyAttempts
@@ -56,7 +59,9 @@ SPECS: dict[str, ToolSpec] = {spec.name: spec for spec in ALL_SPECS}
 STATUSES = ("active", "draft", "archived", "all")
 # memory_recall search's supersession_mode: how superseded thoughts stand in the answer.
 STANDINGS = (("flag", "flag superseded"), ("suppress", "hide superseded"), ("off", "ignore supersession"))
-TIMELINE_PAGE = 50
+# memory_recall search answers at most 100 hits and takes no offset: "more" asks again for SEARCH_STEP more.
+SEARCH_STEP = 10
+SEARCH_LIMIT = 100
 # the largest console form: a page of selected ids (≤ 50 × 36 characters) beside a summary (≤ 720 characters)
 FORM_LIMIT = 16 * 1024
 BAD_TOKEN = "That API token was not accepted: it is unknown, revoked or expired. Paste the whole token (smt_…)."
@@ -119,9 +124,12 @@ class Answer:
         return self.status if self.error else 200
 
 
-async def call_tool(context: AppContext, principal: Principal, tool: str, arguments: dict[str, Any]) -> Answer:
-    """The tool's own dispatch, as over MCP: the contract's validation, roles and errors apply."""
-    result = await dispatch(SPECS[tool], arguments, context, principal)
+async def call_tool(
+    context: AppContext, principal: Principal, tool: str, arguments: dict[str, Any], run: Runner | None = None
+) -> Answer:
+    """The tool's own dispatch, as over MCP: the contract's validation, roles and errors apply (`run`: see
+    `app.mcp.dispatch.dispatch`)."""
+    result = await dispatch(SPECS[tool], arguments, context, principal, run)
     structured = result.structured_content or {}
     payload = structured.get("result")
     if not result.is_error:
@@ -131,6 +139,20 @@ async def call_tool(context: AppContext, principal: Principal, tool: str, argume
         return Answer(error=str(error.get("message")), status=int(error.get("statusCode") or 500))
     text = "".join(getattr(block, "text", "") for block in result.content)
     return Answer(error=text or f"{tool} failed", status=500)
+
+
+def in_project(project_id: str) -> Runner:
+    """`memory_recall action=search` scoped to a project by its id: the contract's cwd cannot name a project
+    without a `local_path`, so the tool's call (validation, role, rate limit, errors) runs the operation with
+    the project's id instead of the cwd (a project the user may not see is not found)."""
+
+    async def run(args: Any, ctx: CallContext) -> ToolAnswer:
+        assert isinstance(args, SearchArgs)  # the search action's validated arguments
+        return await recall_operations.search_answered(
+            ctx.app, args, lambda found: search_answer(args, args, found), project_id=uuid.UUID(project_id)
+        )
+
+    return run
 
 
 class Console:
@@ -381,8 +403,10 @@ class Console:
             for thought_id, value in parsed.items()
         }
 
-    async def call(self, principal: Principal, tool: str, arguments: dict[str, Any]) -> Answer:
-        return await call_tool(self.context, principal, tool, arguments)
+    async def call(
+        self, principal: Principal, tool: str, arguments: dict[str, Any], run: Runner | None = None
+    ) -> Answer:
+        return await call_tool(self.context, principal, tool, arguments, run)
 
     @staticmethod
     def pick(projects: list[dict[str, Any]], project_id: str | None) -> dict[str, Any] | None:
@@ -404,7 +428,11 @@ class Console:
             "status": params.get("status") if params.get("status") in STATUSES else "active",
             "standing": params.get("standing") if params.get("standing") in dict(STANDINGS) else "flag",
             "project": project["id"] if project else "",
+            "limit": min(max(_int(params.get("limit")), SEARCH_STEP), SEARCH_LIMIT),
         }
+        if form["tag"] and not form["query"]:  # a tag alone is a browse of the tagged thoughts, not a search
+            browse = {"project": form["project"], "tag": form["tag"], "status": form["status"]}
+            return RedirectResponse(f"{COOKIE_PATH}/browse?{urlencode(browse)}", status_code=303)
         results: Answer | None = None
         if form["query"]:
             arguments: dict[str, Any] = {
@@ -412,13 +440,16 @@ class Console:
                 "query": form["query"],
                 "status": form["status"],
                 "supersession_mode": form["standing"],
+                "limit": form["limit"],
                 "compact": False,  # scores and match source come with the full shape only
             }
             if form["tag"]:
                 arguments["tag"] = form["tag"]
-            if project and project.get("local_path"):
-                arguments["cwd"] = project["local_path"]
-            results = await call_tool(self.context, principal, "memory_recall", arguments)
+            if project:  # that project's own thoughts, with or without a path
+                run = in_project(str(project["id"]))
+                results = await call_tool(self.context, principal, "memory_recall", arguments, run)
+            else:
+                results = await call_tool(self.context, principal, "memory_recall", arguments)
         values = self.base(
             principal,
             session,
@@ -428,6 +459,8 @@ class Console:
             results=results,
             statuses=STATUSES,
             standings=STANDINGS,
+            step=SEARCH_STEP,
+            most=SEARCH_LIMIT,
         )
         return self.render(request, "search.html", values, results.page_status if results is not None else 200)
 
@@ -462,32 +495,6 @@ class Console:
             legend=legend(graph) if graph else None,
         )
         return self.render(request, "thought.html", values, found.page_status)
-
-    async def timeline(self, request: Request, principal: Principal, session: SessionData | None) -> Response:
-        params = request.query_params
-        projects = await self.projects(principal)
-        project = _pick(projects.items, request.path_params["project_id"])
-        if project is None:
-            values = _error("No such project (or it is not one you may see).")
-            return self.render(request, "error.html", self.base(principal, session, **values), 404)
-        status = params.get("status") if params.get("status") in STATUSES else "all"
-        offset = _int(params.get("offset"))
-        arguments: dict[str, Any] = {"action": "timeline", "status": status, "limit": TIMELINE_PAGE, "offset": offset}
-        if project.get("local_path"):
-            arguments["cwd"] = project["local_path"]
-        answer = await call_tool(self.context, principal, "memory_reflect", arguments)
-        values = self.base(
-            principal,
-            session,
-            project=project,
-            answer=answer,
-            status=status,
-            statuses=STATUSES,
-            offset=offset,
-            page=TIMELINE_PAGE,
-            total=answer.total,
-        )
-        return self.render(request, "timeline.html", values, answer.page_status)
 
 
 PageHandler = Callable[["Console", Request, Principal, "SessionData | None"], Awaitable[Response]]

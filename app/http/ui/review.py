@@ -3,7 +3,9 @@ from a thought page. Every write goes through the tool's own dispatch, each dest
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -13,6 +15,9 @@ from app.http.ui import forms
 from app.http.ui.console import Answer
 from app.http.ui.forms import FieldErrors
 from app.http.ui.session import SessionData
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.tools.edge_review.args import ListArgs as EdgeListArgs
+from app.mcp.tools.edge_review.handlers import list_proposals
 from app.services.values import Principal
 
 if TYPE_CHECKING:
@@ -36,6 +41,11 @@ def _int(value: str | None) -> int:
 # ---------------------------------------------------------------- edge_review
 
 
+async def _queue_of(project_id: uuid.UUID, args: Any, ctx: CallContext) -> ToolAnswer:
+    assert isinstance(args, EdgeListArgs)  # edge_review list's validated arguments
+    return await list_proposals(args, ctx, project_id)
+
+
 async def edge_queue(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
     params = request.query_params
     projects = await console.projects(principal)
@@ -43,9 +53,9 @@ async def edge_queue(console: Console, request: Request, principal: Principal, s
     status = params.get("status") if params.get("status") in PROPOSAL_STATUSES else "pending"
     offset = _int(params.get("offset"))
     arguments: dict[str, Any] = {"action": "list", "status": status, "limit": PROPOSAL_PAGE, "offset": offset}
-    if project and project.get("local_path"):
-        arguments["cwd"] = project["local_path"]
-    answer = await console.call(principal, "edge_review", arguments)
+    # that project's own queue, with or without a path (the tool's call, scoped by the project's id)
+    run = partial(_queue_of, uuid.UUID(str(project["id"]))) if project else None
+    answer = await console.call(principal, "edge_review", arguments, run)
     thoughts = await console.thoughts(principal, [end for row in answer.items for end in _ends(row)])
     values = console.base(
         principal,

@@ -22,6 +22,8 @@ from app.db.records import ThoughtRecord, UrlLinkRecord
 from app.db.replicas import on_replica
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchRepository
+from app.db.repositories.thoughts import STANDINGS as STANDINGS  # `page`'s browse filters, for the adapters
+from app.db.repositories.thoughts import Narrowing as Narrowing
 from app.db.repositories.thoughts import ThoughtFilter, ThoughtRepository, VectorScan, status_filter
 from app.db.repositories.url_links import UrlLinkRepository
 from app.errors import not_found
@@ -33,7 +35,7 @@ from app.services.recall.relevance import Calibration
 from app.services.recall.requests import PageRequest, Ranking, Reranking, SearchRequest
 from app.services.recall.search import QueryVector, SearchOutcome, SearchQuery, SearchService
 from app.services.recall.thoughts import Neighbour, RecallService, ThoughtWithEdges
-from app.services.scope import ReadScope, resolve_read_scope
+from app.services.scope import ReadScope, resolve_project_scope, resolve_read_scope
 
 Links = dict[uuid.UUID, list[UrlLinkRecord]]
 RANKED = set(Ranking.model_fields) | set(Reranking.model_fields)
@@ -90,6 +92,11 @@ async def _reading(app: AppContext) -> AsyncIterator[tuple[AsyncSession, HitServ
             await HitService(primary, threshold).record(deferred.ids)
 
 
+async def _scope(session: AsyncSession, cwd: str | None, project_id: uuid.UUID | None) -> ReadScope:
+    projects = ProjectRepository(session)
+    return await resolve_project_scope(projects, project_id) if project_id else await resolve_read_scope(projects, cwd)
+
+
 def scoped_filter(scope: ReadScope, status: str, **filters: Any) -> ThoughtFilter:
     """The read filter of a scope: its project, and how the vector leg reads that project."""
     project = scope.project
@@ -131,18 +138,23 @@ async def search(app: AppContext, request: SearchRequest, count_hits: bool = Tru
 
 
 async def search_answered(
-    app: AppContext, request: SearchRequest, answer: Callable[[SearchResult], Answered], count_hits: bool = True
+    app: AppContext,
+    request: SearchRequest,
+    answer: Callable[[SearchResult], Answered],
+    count_hits: bool = True,
+    project_id: uuid.UUID | None = None,
 ) -> Answered:
     """One search: an id-shaped query is looked up (it embeds only if the lookup misses); any other query's
     embedding runs while the transaction resolves the scope and runs the lexical leg. `answer` runs before the
-    commit that counts the hits."""
+    commit that counts the hits. `project_id` scopes it to that project instead of `request.cwd` (the console,
+    whose projects need not have a path)."""
     id_query = parse_id_query(request.query)
     vector = QueryVector(app.embedding, request.query)
     if id_query is None:
         vector.start()
     try:
         async with _reading(app) as (session, hits):
-            scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
+            scope = await _scope(session, request.cwd, project_id)
             where = scoped_filter(
                 scope,
                 request.status,
@@ -300,16 +312,19 @@ class PageResult:
     links: Links | None
 
 
-async def page(app: AppContext, request: PageRequest) -> PageResult:
-    """Newest first."""
+async def page(
+    app: AppContext, request: PageRequest, project_id: uuid.UUID | None = None, narrowing: Narrowing | None = None
+) -> PageResult:
+    """Newest first. `project_id` scopes the page to that project instead of `request.cwd` (as in
+    `search_answered`); `narrowing` adds the console's browse filters (dates, edge type, standing)."""
     async with app.db.reading() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), request.cwd)
+        scope = await _scope(session, request.cwd, project_id)
         where = ThoughtFilter(
             project_id=scope.project.id if scope.project else None,
             statuses=status_filter(request.status),
             tag=request.tag,
             is_cluster=request.is_cluster,
         )
-        rows, total = await ThoughtRepository(session).page_with_total(where, request.limit, request.offset)
+        rows, total = await ThoughtRepository(session).page_with_total(where, request.limit, request.offset, narrowing)
         links = await _links(session, request.include_url_links, [row.id for row in rows])
     return PageResult(scope, list(rows), total, links)

@@ -15,7 +15,7 @@ from app.ids import parse_uuid
 from app.services.context import AppContext
 from app.services.review.placement import Plan, plan_placement
 from app.services.review.proposals import Proposal, ProposalService
-from app.services.scope import ReadScope, normalize_path, resolve_read_scope
+from app.services.scope import ReadScope, normalize_path, resolve_project_scope, resolve_read_scope
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,13 @@ async def queue_page(
     include_retired: bool,
     limit: int,
     offset: int,
+    project_id: uuid.UUID | None = None,
 ) -> QueuePage:
-    """A page of the proposal queue of the cwd's project (every project without one)."""
+    """A page of the proposal queue of the cwd's project (every project without one); `project_id` names the
+    project instead of the cwd (the console, whose projects need not have a path)."""
     async with app.db.unit_of_work() as session:
-        scope = await resolve_read_scope(ProjectRepository(session), cwd)
+        projects = ProjectRepository(session)
+        scope = await (resolve_project_scope(projects, project_id) if project_id else resolve_read_scope(projects, cwd))
         project_id = scope.project.id if scope.project else None
         page = await ProposalService(session, principal).page(project_id, status, kind, include_retired, limit, offset)
     rows, total, retired, all_total = page

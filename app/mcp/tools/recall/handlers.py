@@ -71,10 +71,10 @@ def _meta(action: str, scope: ReadScope, outcome: SearchOutcome) -> Meta:
 
 async def _run_search(args: SearchArgs | ClustersArgs, ctx: CallContext, request: SearchRequest) -> ToolAnswer:
     # shaped inside the read's transaction: an answer that fails to build counts no hit
-    return await recall_operations.search_answered(ctx.app, request, lambda found: _search_answer(args, request, found))
+    return await recall_operations.search_answered(ctx.app, request, lambda found: search_answer(args, request, found))
 
 
-def _search_answer(args: SearchArgs | ClustersArgs, request: SearchRequest, found: SearchResult) -> ToolAnswer:
+def search_answer(args: SearchArgs | ClustersArgs, request: SearchRequest, found: SearchResult) -> ToolAnswer:
     outcome = found.outcome
     shape, full = _shaper(args, found.links), args.compact is False
     items = [search_item(hit, shape, full) for hit in outcome.hits]

@@ -15,7 +15,7 @@ import pytest
 
 from app.config import Settings
 from app.db.models import Role
-from app.http.ui.console import Console
+from app.http.ui import browse
 from app.main import create_http_app
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
@@ -171,7 +171,7 @@ async def test_a_failing_page_answers_the_styled_500_page(
     async def failing(*_: object) -> None:
         raise RuntimeError("a bug in a page handler")
 
-    monkeypatch.setattr(Console, "timeline", failing)  # a page that fails, whatever the data
+    monkeypatch.setattr(browse, "timeline", failing)  # a page that fails, whatever the data
     settings = Settings(_env_file=None, auth={"mode": "token"}, data_dir=tmp_path, jobs={"enabled": False})
     transport = httpx2.ASGITransport(app=create_http_app(settings, app_context), raise_app_exceptions=False)
     async with httpx2.AsyncClient(transport=transport, base_url=BASE, follow_redirects=False) as client:

@@ -63,6 +63,22 @@ async def test_the_edge_queue_lists_proposals_with_both_thoughts(
     assert await rows(writer, "SELECT count(*) FROM thought_hit") == [(0,)]
 
 
+async def test_the_edge_queue_of_a_project_without_a_path_is_that_projects_own(
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
+    writer: ToolCaller,
+) -> None:
+    await queue(writer)  # proposals in Queue (a path) only
+    projects = (await writer.ok("memory_manage", {"action": "list"})).items
+    default = next(project for project in projects if project["is_default"])
+    await signed_in(ui, app_context, "rita", Role.reader)
+    own = await ui.get("/ui/review/edges", params={"project": default["id"]})
+    assert own.status_code == 200, own.text
+    assert SUBJECT not in own.text and "spans every project" not in own.text
+    everyone = await ui.get("/ui/review/edges")
+    assert SUBJECT in everyone.text
+
+
 async def test_apply_goes_through_its_preview_and_a_token_is_spent_once(
     ui: httpx2.AsyncClient,  # noqa: F811
     app_context: AppContext,

@@ -1,0 +1,198 @@
+"""The console's browse pages: a project's thoughts by tag, edge type, creation date and standing, newest first,
+paged (/ui/browse), and its timeline (/ui/projects/<id>/timeline).
+
+Both go through the tool's call (`memory_recall action=list`, `memory_reflect action=timeline`: validation, role,
+rate limit and errors as over MCP) and run the inventory read (app.services.recall.operations.page) with the
+project's id instead of a cwd: the contract's cwd can only name a project by its path, and a project without one
+would otherwise widen to every project. A project the user may not see is not in the picker, and its id is not
+found by the read (app.db.visibility).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.http.ui.console import STATUSES, Answer, call_tool
+from app.http.ui.session import SessionData
+from app.mcp.calls import CallContext, ToolAnswer
+from app.mcp.dispatch import Runner
+from app.mcp.tools.paging import thought_page
+from app.services.recall.operations import STANDINGS, Narrowing
+from app.services.recall.requests import PageRequest
+from app.services.values import EdgeType, Principal
+
+if TYPE_CHECKING:
+    from app.http.ui.console import Console
+
+PAGE = 50
+EDGE_TYPES = tuple(edge_type.value for edge_type in EdgeType)
+# standing → its label; `archived` is the archived status, the others Narrowing's standings
+STANDING_LABELS = {
+    "": "any",
+    "superseded": "superseded (a newer thought replaces it)",
+    "contradicted": "contradicted",
+    "protected": "protected",
+    "global": "global (shown in every project)",
+    "archived": "archived",
+}
+assert set(STANDING_LABELS) == {"", "archived", *STANDINGS}
+
+
+def in_project(project_id: uuid.UUID | None, narrowing: Narrowing | None, action: str) -> Runner:
+    """The inventory read of a list or timeline call, scoped by project id and narrowed by the browse filters."""
+
+    async def run(args: Any, ctx: CallContext) -> ToolAnswer:
+        request = PageRequest.of(args)
+        return await thought_page(ctx, action, request, False, None, project_id, narrowing)
+
+    return run
+
+
+async def timeline(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    """/ui/projects/<id>/timeline: the project's own thoughts, newest first, PAGE a page, by status."""
+    params = request.query_params
+    projects = await console.projects(principal)
+    project = console.pick(projects.items, request.path_params["project_id"])
+    if project is None:
+        values = {"message": "No such project (or it is not one you may see)."}
+        return console.render(request, "error.html", console.base(principal, session, **values), 404)
+    status = params.get("status") if params.get("status") in STATUSES else "all"
+    offset = _int(params.get("offset"))
+    arguments: dict[str, Any] = {"action": "timeline", "status": status, "limit": PAGE, "offset": offset}
+    run = in_project(uuid.UUID(str(project["id"])), None, "timeline")
+    answer = await call_tool(console.context, principal, "memory_reflect", arguments, run)
+    values = console.base(
+        principal,
+        session,
+        project=project,
+        answer=answer,
+        status=status,
+        statuses=STATUSES,
+        offset=offset,
+        page=PAGE,
+        total=answer.total,
+    )
+    return console.render(request, "timeline.html", values, answer.page_status)
+
+
+async def browse(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+    """/ui/browse?project=&tag=&edge=&standing=&from=&to=&status=&offset=: a project's thoughts (or every project's
+    the user sees, with no project), narrowed by the filters given, newest first, PAGE a page."""
+    params = request.query_params
+    projects = await console.projects(principal)
+    asked = params.get("project", "")
+    project = console.pick(projects.items, asked)
+    edge, standing, status = params.get("edge", ""), params.get("standing", ""), params.get("status", "")
+    form: dict[str, str] = {
+        "project": str(project["id"]) if project else "",
+        "tag": params.get("tag", "").strip(),
+        "edge": edge if edge in EDGE_TYPES else "",
+        "standing": standing if standing in STANDING_LABELS else "",
+        "from": params.get("from", "").strip(),
+        "to": params.get("to", "").strip(),
+        "status": status if status in STATUSES else "all",
+    }
+    errors: dict[str, str] = {}
+    created_from = _day(form["from"], "from", errors)
+    created_to = _day(form["to"], "to", errors)
+    if created_from and created_to and created_to < created_from:
+        errors["to"] = "The end date is before the start date: swap them, or clear one."
+    values = console.base(
+        principal,
+        session,
+        projects=projects,
+        project=project,
+        form=form,
+        errors=errors,
+        statuses=STATUSES,
+        edge_types=EDGE_TYPES,
+        standings=STANDING_LABELS,
+        page=PAGE,
+        offset=0,
+        answer=None,
+    )
+    if asked and project is None:
+        values["message"] = "No such project (or it is not one you may see): pick one below, or browse every project."
+        return console.render(request, "browse.html", values, 404)
+    if errors:
+        return console.render(request, "browse.html", values, 400)
+    offset = _int(params.get("offset"))
+    narrowing = Narrowing(
+        created_from=_midnight(created_from),
+        created_before=_midnight(created_to + timedelta(days=1)) if created_to else None,
+        edge_type=EdgeType(form["edge"]) if form["edge"] else None,
+        standing=form["standing"] if form["standing"] in STANDINGS else None,
+    )
+    status = "archived" if form["standing"] == "archived" else form["status"]
+    arguments: dict[str, Any] = {"action": "list", "status": status, "limit": PAGE, "offset": offset}
+    if form["tag"]:
+        arguments["tag"] = form["tag"]
+    project_id = uuid.UUID(str(project["id"])) if project else None
+    answer = await call_tool(
+        console.context, principal, "memory_recall", arguments, in_project(project_id, narrowing, "list")
+    )
+    if project is None and not answer.error:  # the page says "every project you may see": no cwd note needed
+        answer = Answer({**answer.payload, "meta": {**answer.meta, "warnings": []}})
+    query = urlencode(
+        {key: value for key, value in form.items() if value and key != "status"} | {"status": form["status"]}
+    )
+    values.update(
+        answer=answer,
+        offset=offset,
+        total=answer.total,
+        query=query,
+        narrowed=_narrowed(form),
+        clear_tag=_link({**form, "tag": ""}),
+        every_project=_link({**form, "project": ""}),
+        clear_all=_link({"project": form["project"]}),
+    )
+    return console.render(request, "browse.html", values, answer.page_status)
+
+
+def _narrowed(form: dict[str, str]) -> str:
+    """The filters in words, for the heading and the empty state."""
+    words = []
+    if form["tag"]:
+        words.append(f"tagged {form['tag']}")
+    if form["edge"]:
+        words.append(f"with a {form['edge']} edge")
+    if form["standing"]:
+        words.append(form["standing"])
+    if form["from"] and form["to"]:
+        words.append(f"created {form['from']} to {form['to']}")
+    elif form["from"]:
+        words.append(f"created on or after {form['from']}")
+    elif form["to"]:
+        words.append(f"created on or before {form['to']}")
+    return ", ".join(words)
+
+
+def _link(form: dict[str, str]) -> str:
+    return "/ui/browse?" + urlencode({key: value for key, value in form.items() if value})
+
+
+def _day(value: str, name: str, errors: dict[str, str]) -> date | None:
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        errors[name] = f"{value!r} is not a date: write it as YYYY-MM-DD (e.g. 2026-11-30), or leave it empty."
+        return None
+
+
+def _midnight(day: date | None) -> datetime | None:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
+
+
+def _int(value: str | None) -> int:
+    try:
+        return max(int(value or 0), 0)
+    except ValueError:
+        return 0
