@@ -30,6 +30,9 @@ check: $(STAMP)
 	$(BIN)/ruff format --check app tests bench alembic
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@# mypy reads app/ only: every test module and benchmark must at least import (collection, no test run).
+	$(BIN)/python -m pytest --collect-only -q -p no:cacheprovider > /dev/null
+	$(BIN)/python -c "import importlib, pathlib; [importlib.import_module('bench.' + p.stem) for p in sorted(pathlib.Path('bench').glob('*.py'))]"
 
 format: $(STAMP)
 	$(BIN)/ruff format app tests bench alembic
