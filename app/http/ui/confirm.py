@@ -17,7 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.http.ui.session import SessionData
-from app.services.auth.tokens import AuthService
+from app.services.actors import Actor
+from app.services.auth import operations as token_operations
 from app.services.values import Principal
 
 if TYPE_CHECKING:
@@ -63,10 +64,9 @@ def confirming(describe: Describe) -> Callable[[FormHandler], FormHandler]:
     return wrap
 
 
-async def _token(console: Console, token_id: str) -> str:
+async def _token(console: Console, principal: Principal, token_id: str) -> str:
     """A token as a person knows it: its user and label (its id when it is not found)."""
-    async with console.context.db.autocommit() as db:
-        rows = await AuthService(db).list_tokens()
+    rows = await token_operations.list_tokens(console.context, Actor.console(principal))
     row = next((row for row in rows if str(row.id) == token_id), None)
     if row is None:
         return f"token {token_id}"
@@ -75,7 +75,7 @@ async def _token(console: Console, token_id: str) -> str:
 
 
 async def revoke_token(console: Console, principal: Principal, form: Form) -> Question:
-    token = await _token(console, form.get("token_id"))
+    token = await _token(console, principal, form.get("token_id"))
     what = (
         f"Revoke {token}? Every agent and script using it is refused from its next call, and the console sessions "
         "signed in with it end. This cannot be undone; a new token can be created."
@@ -84,7 +84,7 @@ async def revoke_token(console: Console, principal: Principal, form: Form) -> Qu
 
 
 async def rotate_token(console: Console, principal: Principal, form: Form) -> Question:
-    token = await _token(console, form.get("token_id"))
+    token = await _token(console, principal, form.get("token_id"))
     what = (
         f"Rotate {token}? A new token replaces it, shown once on the next page; the old one is revoked at once, so "
         "every agent using it needs the new value."

@@ -1,6 +1,6 @@
 """The console's graphs, as the JSON a page embeds for static/graph.js (Cytoscape.js) to draw: a thought's
 neighbourhood (the nodes and edges `memory_recall get include_edges` and `chain` answered) and a project's most
-connected thoughts (`project_graph`, the page at /ui/graph: app.services.recall.project_graph's one ranking statement).
+connected thoughts (`overview`, drawn by the page at /ui/graph, app/http/ui/project_graph.py).
 
 Colours live here and nowhere else in code: the page's text legend and the drawing both read them (the legend's
 swatches through CSS classes, since the Content-Security-Policy allows no inline styles). Edge types also differ
@@ -9,24 +9,14 @@ by line style, so colour is never the only cue.
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-
-from app.http.ui.session import SessionData
-from app.services.recall.project_graph import ProjectGraph, most_connected
-from app.services.values import Principal
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Console
+from app.services.recall.project_graph import ProjectGraph
 
 # A node's label on the drawing: short enough to stay legible at 13 px beside its neighbours; the full text (up to
 # TIP_CHARS) shows in the tip on hover and keyboard focus.
 LABEL_CHARS = 32
 TIP_CHARS = 280
-PROJECT_PAGE = 40  # thoughts per page of a project's graph (app.services.recall.project_graph.MAX_NODES caps it)
 # status → fill (each ≥ 3:1 against the white canvas); static/graph.css colours the legend's swatches alike
 STATUS_COLOURS = {"active": "#1a7f37", "draft": "#b45309", "archived": "#6b7280"}
 COLOUR_NAMES = {
@@ -140,30 +130,3 @@ def overview(found: ProjectGraph) -> dict[str, Any]:
         for edge in found.edges
     ]
     return {"centre": None, "nodes": nodes, "edges": edges}
-
-
-async def project_graph(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
-) -> Response:
-    """/ui/graph?project=<id>&offset=<n>: the project's most connected live thoughts, PROJECT_PAGE a page, with
-    the edges among them; without a project, the projects to pick from."""
-    projects = await console.projects(principal)
-    asked = request.query_params.get("project")
-    project = console.pick(projects.items, asked)
-    values = console.base(principal, session, projects=projects, project=project, page=PROJECT_PAGE)
-    if project is None:
-        message = f"No project {asked!r} that you may see: pick one below." if asked else None
-        return console.render(request, "project_graph.html", {**values, "message": message}, 404 if asked else 200)
-    offset = _offset(request.query_params.get("offset"))
-    async with console.context.db.autocommit() as db:  # runs as the signed-in user (Console.page)
-        found = await most_connected(db, uuid.UUID(str(project["id"])), PROJECT_PAGE, offset)
-    graph = overview(found)
-    values.update(graph=graph, legend=legend(graph), offset=offset, total=found.connected)
-    return console.render(request, "project_graph.html", values)
-
-
-def _offset(value: str | None) -> int:
-    try:
-        return max(0, int(value or 0))
-    except ValueError:
-        return 0

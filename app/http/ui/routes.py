@@ -19,7 +19,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
-from app.http.ui import browse, clusters, confirm, curate, graph, humane, members, operations, review, triage, users
+from app.http.ui import (
+    browse,
+    clusters,
+    confirm,
+    curate,
+    humane,
+    members,
+    operations,
+    project_graph,
+    review,
+    triage,
+    users,
+)
 from app.http.ui.console import HERE, Console, ConsoleConfig, FormHandler, posting
 from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
@@ -75,7 +87,7 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         Route("/thoughts/{thought_id}/delete", page(posting(curate.delete)), methods=["POST"]),
         Route("/projects/{project_id}/timeline", page(browse.timeline), methods=["GET"]),
         Route("/browse", page(browse.browse), methods=["GET"]),
-        Route("/graph", page(graph.project_graph), methods=["GET"]),
+        Route("/graph", page(project_graph.project_graph), methods=["GET"]),
         Route("/thoughts/{thought_id}/archive", page(posting(review.thought_archive)), methods=["POST"]),
         Route("/thoughts/{thought_id}/merge", page(posting(review.thought_merge)), methods=["POST"]),
         Route("/review/edges", page(review.edge_queue), methods=["GET"]),

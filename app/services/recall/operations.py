@@ -31,6 +31,7 @@ from app.services.context import AppContext
 from app.services.recall.graph import ChainStep, GraphService
 from app.services.recall.hits import HitService
 from app.services.recall.id_lookup import IdQuery, parse_id_query
+from app.services.recall.project_graph import ProjectGraph, most_connected
 from app.services.recall.relevance import Calibration
 from app.services.recall.requests import PageRequest, Ranking, Reranking, SearchRequest
 from app.services.recall.search import QueryVector, SearchOutcome, SearchQuery, SearchService
@@ -328,3 +329,10 @@ async def page(
         rows, total = await ThoughtRepository(session).page_with_total(where, request.limit, request.offset, narrowing)
         links = await _links(session, request.include_url_links, [row.id for row in rows])
     return PageResult(scope, list(rows), total, links)
+
+
+async def project_graph(app: AppContext, project_id: uuid.UUID, limit: int, offset: int) -> ProjectGraph:
+    """A page of a project's most connected live thoughts and the edges among them (the console's /ui/graph), as
+    the caller may see them."""
+    async with app.db.autocommit() as session:
+        return await most_connected(session, project_id, limit, offset)
