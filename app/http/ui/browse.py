@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.http.ui.console import STATUSES, Answer, call_tool
+from app.http.ui.forms import count_param
 from app.http.ui.session import SessionData
 from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.dispatch import Runner
@@ -63,7 +64,7 @@ async def timeline(console: Console, request: Request, principal: Principal, ses
         values = {"message": "No such project (or it is not one you may see)."}
         return console.render(request, "error.html", console.base(principal, session, **values), 404)
     status = params.get("status") if params.get("status") in STATUSES else "all"
-    offset = _int(params.get("offset"))
+    offset = count_param(params.get("offset"))
     arguments: dict[str, Any] = {"action": "timeline", "status": status, "limit": PAGE, "offset": offset}
     run = in_project(uuid.UUID(str(project["id"])), None, "timeline")
     answer = await call_tool(console.context, principal, "memory_reflect", arguments, run)
@@ -122,7 +123,7 @@ async def browse(console: Console, request: Request, principal: Principal, sessi
         return console.render(request, "browse.html", values, 404)
     if errors:
         return console.render(request, "browse.html", values, 400)
-    offset = _int(params.get("offset"))
+    offset = count_param(params.get("offset"))
     narrowing = Narrowing(
         created_from=_midnight(created_from),
         created_before=_midnight(created_to + timedelta(days=1)) if created_to else None,
@@ -189,10 +190,3 @@ def _day(value: str, name: str, errors: dict[str, str]) -> date | None:
 
 def _midnight(day: date | None) -> datetime | None:
     return datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
-
-
-def _int(value: str | None) -> int:
-    try:
-        return max(int(value or 0), 0)
-    except ValueError:
-        return 0

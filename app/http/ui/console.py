@@ -25,6 +25,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.db.engine import is_unavailable
+from app.http.ui.forms import count_param
 from app.http.ui.graph import legend, neighbourhood
 from app.http.ui.headers import SecurityHeaders
 from app.http.ui.session import (
@@ -428,7 +429,7 @@ class Console:
             "status": params.get("status") if params.get("status") in STATUSES else "active",
             "standing": params.get("standing") if params.get("standing") in dict(STANDINGS) else "flag",
             "project": project["id"] if project else "",
-            "limit": min(max(_int(params.get("limit")), SEARCH_STEP), SEARCH_LIMIT),
+            "limit": min(max(count_param(params.get("limit")), SEARCH_STEP), SEARCH_LIMIT),
         }
         if form["tag"] and not form["query"]:  # a tag alone is a browse of the tagged thoughts, not a search
             browse = {"project": form["project"], "tag": form["tag"], "status": form["status"]}
@@ -607,10 +608,3 @@ def _uuid(value: str) -> uuid.UUID | None:
         return uuid.UUID(value)
     except ValueError:
         return None
-
-
-def _int(value: str | None) -> int:
-    try:
-        return max(int(value or 0), 0)
-    except ValueError:
-        return 0

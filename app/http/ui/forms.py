@@ -103,3 +103,15 @@ def number(
 def tags(raw: str) -> list[str]:
     """Comma-separated tags as typed, trimmed, empty ones left out, each once."""
     return list(dict.fromkeys(tag.strip() for tag in raw.split(",") if tag.strip()))
+
+
+# A page's `offset` or `limit` from its query string: a whole number, at least 0, at most MAX_COUNT (past any
+# memory's size and within PostgreSQL's bigint, so a read never fails on it); anything else reads as 0.
+MAX_COUNT = 1_000_000_000
+
+
+def count_param(value: str | None) -> int:
+    try:
+        return min(max(int(value or 0), 0), MAX_COUNT)
+    except ValueError:
+        return 0

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import Response
 
+from app.http.ui.forms import count_param
 from app.http.ui.graph import legend, overview
 from app.http.ui.session import SessionData
 from app.services.recall import operations as recall_operations
@@ -32,15 +33,8 @@ async def project_graph(
     if project is None:
         message = f"No project {asked!r} that you may see: pick one below." if asked else None
         return console.render(request, "project_graph.html", {**values, "message": message}, 404 if asked else 200)
-    offset = _offset(request.query_params.get("offset"))
+    offset = count_param(request.query_params.get("offset"))
     found = await recall_operations.project_graph(console.context, uuid.UUID(str(project["id"])), PROJECT_PAGE, offset)
     graph = overview(found)
     values.update(graph=graph, legend=legend(graph), offset=offset, total=found.connected)
     return console.render(request, "project_graph.html", values)
-
-
-def _offset(value: str | None) -> int:
-    try:
-        return max(0, int(value or 0))
-    except ValueError:
-        return 0

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from app.http.ui import forms
 from app.http.ui.console import Answer
-from app.http.ui.forms import FieldErrors
+from app.http.ui.forms import FieldErrors, count_param
 from app.http.ui.session import SessionData
 from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.tools.edge_review.args import ListArgs as EdgeListArgs
@@ -31,13 +31,6 @@ RETENTION = "/ui/review/retention"
 CLUSTERS = "/ui/review/clusters"
 
 
-def _int(value: str | None) -> int:
-    try:
-        return max(int(value or 0), 0)
-    except ValueError:
-        return 0
-
-
 # ---------------------------------------------------------------- edge_review
 
 
@@ -51,7 +44,7 @@ async def edge_queue(console: Console, request: Request, principal: Principal, s
     projects = await console.projects(principal)
     project = console.pick(projects.items, params.get("project"))
     status = params.get("status") if params.get("status") in PROPOSAL_STATUSES else "pending"
-    offset = _int(params.get("offset"))
+    offset = count_param(params.get("offset"))
     arguments: dict[str, Any] = {"action": "list", "status": status, "limit": PROPOSAL_PAGE, "offset": offset}
     # that project's own queue, with or without a path (the tool's call, scoped by the project's id)
     run = partial(_queue_of, uuid.UUID(str(project["id"]))) if project else None
@@ -120,7 +113,7 @@ async def retention_list(
     console: Console, request: Request, principal: Principal, session: SessionData | None
 ) -> Response:
     params = request.query_params
-    offset = _int(params.get("offset"))
+    offset = count_param(params.get("offset"))
     arguments: dict[str, Any] = {"action": "list", "limit": RETENTION_PAGE, "offset": offset, "compact": False}
     errors = FieldErrors()  # a value that is not a number is said next to its field, never dropped in silence
     min_age = forms.number(errors, "min_age_days", params.get("min_age_days", ""), label="Minimum age", above=0)

@@ -107,6 +107,8 @@ async def test_the_project_graph_shows_the_most_connected_first_with_their_edges
     assert first.connected == 6 and past.nodes == []  # the archived end counted, so a last page may be short
     beyond = await ui.get(f"/ui/graph?project={world['project']['id']}&offset=40")
     assert beyond.status_code == 200 and "No thoughts past 40" in beyond.text
+    huge = await ui.get(f"/ui/graph?project={world['project']['id']}&offset={10**30}")  # past PostgreSQL's bigint
+    assert huge.status_code == 200 and "No thoughts past 1000000000" in huge.text
 
 
 async def test_a_project_without_edges_and_an_unknown_project_say_what_to_do(
