@@ -1,13 +1,15 @@
 """The console's review pages: the edge_review queue, the retention_review list, auto_cluster, and archive / merge
 from a thought page. The edge queue reads its operation (app.services.review.operations.queue_page); every write goes
-through the tool's own call (tool_calls.py), each destructive one through its preview."""
+through the tool's own call (tool_calls.py), each destructive one through its preview, and a single apply or delete
+from a queue comes back to the queue with its one-line result, as the selected actions do (triage.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from app.http.ui import forms
 from app.http.ui.forms import FieldErrors, Form, count_param
@@ -22,6 +24,13 @@ RETENTION_PAGE = 25
 EDGES = "/ui/review/edges"
 RETENTION = "/ui/review/retention"
 CLUSTERS = "/ui/review/clusters"
+
+
+def back_to_queue(queue: str, done: str, n: int = 0, failed: int = 0, keep: str = "") -> Response:
+    """Back on the queue after an action, with its one-line result (`?done=<code>&n=<count>&failed=<count>`, fixed
+    texts: triage.triage_result) and what the queue showed (`keep`: its project)."""
+    query = {"done": done, "n": str(n), "failed": str(failed)}
+    return RedirectResponse(f"{queue}?{urlencode(query)}{'&' + keep if keep else ''}", status_code=303)
 
 
 # ---------------------------------------------------------------- edge_review
@@ -53,11 +62,21 @@ async def edge_queue(page: Page) -> Response:
 
 
 async def edge_apply(page: Page, form: Form) -> Response:
+    """One proposal through its preview; once confirmed, back on the queue (its project kept) with the result."""
     proposal_id = form.get("proposal_id")
     arguments = {"action": "apply", "proposal_id": proposal_id}
     title = "Apply an edge proposal"
     fields = [("proposal_id", proposal_id)]
-    return await two_step(page, form, "edge_review", arguments, title, fields, EDGES, _proposal_ends)
+    keep = ""
+    if form.get("project"):  # the queue's project, kept through the preview
+        fields.append(("project", form.get("project")))
+        keep = urlencode({"project": form.get("project")})
+
+    def applied(answer: Answer) -> Response:
+        accepted = (answer.item or {}).get("status") == "accepted"
+        return back_to_queue(EDGES, "applied", int(accepted), int(not accepted), keep)
+
+    return await two_step(page, form, "edge_review", arguments, title, fields, EDGES, _proposal_ends, applied)
 
 
 async def edge_apply_batch(page: Page, form: Form) -> Response:
@@ -122,7 +141,14 @@ async def retention_delete(page: Page, form: Form) -> Response:
     arguments = {"action": "delete", "thought_id": thought_id}
     title = "Delete a retention candidate"
     fields = [("thought_id", thought_id)]
-    return await two_step(page, form, "retention_review", arguments, title, fields, RETENTION, _just(thought_id))
+
+    def deleted(answer: Answer) -> Response:
+        gone = (answer.item or {}).get("deleted") is True
+        return back_to_queue(RETENTION, "deleted", int(gone), int(not gone))
+
+    return await two_step(
+        page, form, "retention_review", arguments, title, fields, RETENTION, _just(thought_id), deleted
+    )
 
 
 async def retention_compact(page: Page, form: Form) -> Response:

@@ -97,11 +97,13 @@ async def two_step(
     fields: list[tuple[str, str]],
     back: str,
     involved: Callable[[Answer], list[str]] | None = None,
+    done: Callable[[Answer], Response] | None = None,
 ) -> Response:
     """A destructive action through its preview screen, as over MCP: without `confirm` the tool previews and the
     page shows what it answered (consequence, instruction, plan) with a confirm form carrying the same fields,
     `confirm=true` and the preview's token; the confirm post executes (the tool redeems the token). `involved`
-    names the thoughts the preview concerns: the screen shows their content beside the plan."""
+    names the thoughts the preview concerns: the screen shows their content beside the plan. `done`, when given,
+    answers an executed confirm instead of the outcome page (a queue's redirect back to itself)."""
     confirmed = form.get("confirm") == "true"
     arguments = dict(arguments)
     if confirmed:
@@ -112,6 +114,8 @@ async def two_step(
     values = page.values(answer=answer, title=title, back=back, action=page.path)
     if answer.error is not None:
         return page.render("outcome.html", values, answer.status)
+    if confirmed and done is not None:
+        return done(answer)
     if confirmed or answer.preview is None:  # executed, or nothing to confirm (e.g. not found)
         return page.render("outcome.html", values)
     token = answer.preview.get("token")

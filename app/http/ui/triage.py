@@ -18,11 +18,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.exceptions import HTTPException
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from app.http.ui.forms import Form
 from app.http.ui.page import Page
-from app.http.ui.review import EDGES, RETENTION
+from app.http.ui.review import EDGES, RETENTION, back_to_queue
 from app.http.ui.tool_calls import Answer, call, outcome, two_step
 
 # the most items one triage post acts on: a page of a queue (review.py pages by 25), with room to spare
@@ -55,11 +55,6 @@ def _count(value: Any) -> int:
         return 0
 
 
-def _back(queue: str, done: str, n: int = 0, failed: int = 0, keep: str = "") -> Response:
-    query = {"done": done, "n": str(n), "failed": str(failed)}
-    return RedirectResponse(f"{queue}?{urlencode(query)}{'&' + keep if keep else ''}", status_code=303)
-
-
 def _selected(form: Form, name: str) -> list[str]:
     chosen = list(dict.fromkeys(form.all(name)))
     if len(chosen) > MAX_SELECTED:
@@ -74,7 +69,7 @@ async def edges_selected(page: Page, form: Form) -> Response:
     ids = _selected(form, "proposal_ids")
     keep = urlencode({"project": form.get("project")}) if form.get("project") else ""
     if not ids:
-        return _back(EDGES, "none", keep=keep)
+        return back_to_queue(EDGES, "none", keep=keep)
     if form.get("do") == "reject":
         return await _reject(page, form, ids, keep)
     fields = [("do", "apply"), ("project", form.get("project")), *(("proposal_ids", pid) for pid in ids)]
@@ -86,7 +81,7 @@ async def edges_selected(page: Page, form: Form) -> Response:
     if answer.error is not None:
         return outcome(page, answer, "Refused", EDGES)
     accepted = sum(1 for row in answer.items if row.get("status") == "accepted")
-    return _back(EDGES, "applied", accepted, len(answer.items) - accepted, keep)
+    return back_to_queue(EDGES, "applied", accepted, len(answer.items) - accepted, keep)
 
 
 async def _reject(
@@ -117,7 +112,7 @@ async def _reject(
         if answer.status == 403:  # a role refusal is the same for every item: say it once, as the tool does
             return outcome(page, answer, "Refused", EDGES)
         done, failed = (done + 1, failed) if answer.error is None else (done, failed + 1)
-    return _back(EDGES, "rejected", done, failed, keep)
+    return back_to_queue(EDGES, "rejected", done, failed, keep)
 
 
 # ---------------------------------------------------------------- retention candidates
@@ -126,7 +121,7 @@ async def _reject(
 async def retention_selected(page: Page, form: Form) -> Response:
     ids = _selected(form, "source_ids")
     if not ids:
-        return _back(RETENTION, "none")
+        return back_to_queue(RETENTION, "none")
     if form.get("do") == "delete":
         return await _delete(page, form, ids)
     if form.get("confirmed") != "yes":
@@ -149,7 +144,7 @@ async def retention_selected(page: Page, form: Form) -> Response:
         if answer.status == 403:
             return outcome(page, answer, "Refused", RETENTION)
         done, failed = (done + 1, failed) if answer.error is None else (done, failed + 1)
-    return _back(RETENTION, "protected", done, failed)
+    return back_to_queue(RETENTION, "protected", done, failed)
 
 
 async def _delete(page: Page, form: Form, ids: list[str]) -> Response:
@@ -169,7 +164,7 @@ async def _delete(page: Page, form: Form, ids: list[str]) -> Response:
                 return outcome(page, answer, "Refused", RETENTION)
             deleted = answer.error is None and (answer.item or {}).get("deleted") is True
             done, failed = (done + 1, failed) if deleted else (done, failed + 1)
-        return _back(RETENTION, "deleted", done, failed)
+        return back_to_queue(RETENTION, "deleted", done, failed)
     previews: list[tuple[str, Answer]] = []
     for thought_id in ids:
         answer = await call(page, "retention_review", {"action": "delete", "thought_id": thought_id})
