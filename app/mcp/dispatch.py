@@ -1,6 +1,11 @@
 """Dispatch, the tool boundary: the only place that catches broad exceptions. Resolves the action, checks the role
 and the rate limit, refuses retired arguments and NUL, validates, runs the handler or its confirm flow
 (app.mcp.confirm) as the caller, and turns every failure into an envelope (app.mcp.classify).
+
+`call_typed` and `run_typed` are the same boundary for the console (app/http/ui/tool_calls.py): the same checks,
+validation, confirm flows, metric and classification, but what the handler (or the given runner, an operation) built
+comes back typed and a failure is raised (`AppError`, or `ToolFailure` for an unexpected one), never an envelope to
+decode.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp_types import CallToolResult
 from pydantic import ValidationError
@@ -142,21 +147,27 @@ def internal_error_text(tool: str, request_id: str, committed: bool) -> str:
     return f"Internal error in {tool} (ref {request_id}); the call was rolled back"
 
 
-Runner = Callable[[Any, CallContext], Awaitable[ToolAnswer]]
+Result = TypeVar("Result")
 
 
-async def dispatch(
-    spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal, run: Runner | None = None
-) -> CallToolResult:
-    """Validate, authorise, run; every failure becomes an envelope. Each call gets a request id (in `_meta`).
-    `run`, when given, runs instead of the action's handler, on the same validated arguments, role check, rate
-    limit and error envelope: the console scopes a read by project id with it (app/http/ui/console.py)."""
+class ToolFailure(Exception):
+    """An unexpected failure of a typed call (`run_typed`): the generic text dispatch would answer, status 500."""
+
+    status_code = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+async def dispatch(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal) -> CallToolResult:
+    """Validate, authorise, run; every failure becomes an envelope. Each call gets a request id (in `_meta`)."""
     request_id = new_request_id()
     started = time.perf_counter()
     commits = _Commits()
     reset = _CALL_COMMITS.set(commits)
     try:
-        result = await _dispatch(spec, arguments, app, principal, request_id, commits, run)
+        result = await _dispatch(spec, arguments, app, principal, request_id, commits)
     finally:
         _CALL_COMMITS.reset(reset)
     result.meta = {**(result.meta or {}), "requestId": request_id}
@@ -209,34 +220,96 @@ async def _dispatch(
     principal: Principal,
     request_id: str,
     commits: _Commits,
-    run: Runner | None,
 ) -> CallToolResult:
     try:
-        action = _resolve_action(spec, arguments)
-        _authorize(principal, spec, action)
-        await _rate_limit(app, principal)
-        _refuse_retired(spec, action, arguments)
-        _refuse_nul(spec, action, arguments)
-        try:
-            args = action.model.model_validate(arguments)
-        except ValidationError as error:
-            raise _argument_error(spec, action, error) from None
-        ctx = CallContext(app=app, principal=principal, tool=spec.name, action=action.name)
-        # Every unit of work of the call sees only the caller's projects (app.db.visibility).
-        with Actor(principal, "mcp").acting(_call_label(spec, action), action.role):
-            # A read lost on a replica runs again on the primary, unless something of the call committed.
-            handler = (lambda: run(args, ctx)) if run is not None else (lambda: _run_handler(action, args, ctx))
-            answer = await retried_on_primary(handler, lambda: not commits.seen)
+        answer = await _checked_run(spec, arguments, app, principal, commits, _run_handler)
         return wire.success(answer.payload, answer.raw_text)
     except Exception as error:
-        # After a commit, a driver or value error is no refusal ("nothing was written", "invalid arguments"): the
-        # call's changes are saved, and the answer says so.
-        classified = (
-            None if commits.seen and not isinstance(error, AppError) else classify(error, _call_name(spec, arguments))
-        )
-        if classified is not None:
-            if classified is not error:
-                logger.warning("tool %s: %s (%s: %s)", spec.name, classified.message, type(error).__name__, error)
-            return wire.classified_error(classified)
-        logger.exception("tool %s failed unexpectedly (ref %s; committed: %s)", spec.name, request_id, commits.seen)
-        return wire.unclassified_error(internal_error_text(spec.name, request_id, commits.seen))
+        failure = _failure(spec, arguments, request_id, commits, error)
+        if isinstance(failure, AppError):
+            return wire.classified_error(failure)
+        return wire.unclassified_error(failure.message)
+
+
+async def _checked_run(
+    spec: ToolSpec,
+    arguments: dict[str, Any],
+    app: AppContext,
+    principal: Principal,
+    commits: _Commits,
+    run: Callable[[Action, Any, CallContext], Awaitable[Result]],
+) -> Result:
+    action = _resolve_action(spec, arguments)
+    _authorize(principal, spec, action)
+    await _rate_limit(app, principal)
+    _refuse_retired(spec, action, arguments)
+    _refuse_nul(spec, action, arguments)
+    try:
+        args = action.model.model_validate(arguments)
+    except ValidationError as error:
+        raise _argument_error(spec, action, error) from None
+    ctx = CallContext(app=app, principal=principal, tool=spec.name, action=action.name)
+    # Every unit of work of the call sees only the caller's projects (app.db.visibility).
+    with Actor(principal, "mcp").acting(_call_label(spec, action), action.role):
+        # A read lost on a replica runs again on the primary, unless something of the call committed.
+        return await retried_on_primary(lambda: run(action, args, ctx), lambda: not commits.seen)
+
+
+def _failure(
+    spec: ToolSpec, arguments: dict[str, Any], request_id: str, commits: _Commits, error: Exception
+) -> AppError | ToolFailure:
+    """A failed call's refusal: the classified `AppError`, else (logged) the generic internal error."""
+    # After a commit, a driver or value error is no refusal ("nothing was written", "invalid arguments"): the
+    # call's changes are saved, and the answer says so.
+    classified = (
+        None if commits.seen and not isinstance(error, AppError) else classify(error, _call_name(spec, arguments))
+    )
+    if classified is not None:
+        if classified is not error:
+            logger.warning("tool %s: %s (%s: %s)", spec.name, classified.message, type(error).__name__, error)
+        return classified
+    logger.exception("tool %s failed unexpectedly (ref %s; committed: %s)", spec.name, request_id, commits.seen)
+    return ToolFailure(internal_error_text(spec.name, request_id, commits.seen))
+
+
+async def call_typed(spec: ToolSpec, arguments: dict[str, Any], app: AppContext, principal: Principal) -> ToolAnswer:
+    """The tool boundary for a caller that renders the answer itself (the console): `dispatch`'s checks, validation
+    and run — the action's handler or its confirm flow — with its metric; answers the `ToolAnswer` the handler
+    built (never an envelope to decode) and raises the refusal (`AppError`) or `ToolFailure`."""
+    return await _typed(spec, arguments, app, principal, _run_handler)
+
+
+async def run_typed(
+    spec: ToolSpec,
+    arguments: dict[str, Any],
+    app: AppContext,
+    principal: Principal,
+    run: Callable[[Any, CallContext], Awaitable[Result]],
+) -> Result:
+    """As `call_typed`, running `run` — an operation, say — on the validated arguments: its typed result."""
+    return await _typed(spec, arguments, app, principal, lambda action, args, ctx: run(args, ctx))
+
+
+async def _typed(
+    spec: ToolSpec,
+    arguments: dict[str, Any],
+    app: AppContext,
+    principal: Principal,
+    run: Callable[[Action, Any, CallContext], Awaitable[Result]],
+) -> Result:
+    request_id = new_request_id()
+    started = time.perf_counter()
+    commits = _Commits()
+    reset = _CALL_COMMITS.set(commits)
+    outcome = "ok"
+    try:
+        return await _checked_run(spec, arguments, app, principal, commits, run)
+    except Exception as error:
+        failure = _failure(spec, arguments, request_id, commits, error)
+        outcome = str(failure.status_code)
+        if failure is error:
+            raise
+        raise failure from error
+    finally:
+        _CALL_COMMITS.reset(reset)
+        observe_call(spec.name, _action_label(spec, arguments), outcome, started)

@@ -143,8 +143,9 @@ async def test_apply_an_edge_proposal_through_its_preview_and_create_and_revoke_
             listed = (await admin.ok("edge_review", {"action": "list", "status": "pending"})).items
             assert proposal_id in [row["id"] for row in listed]  # previewing wrote nothing
             await page.get_by_role("button", name="Confirm: apply an edge proposal").click()
-            await page.get_by_role("status").wait_for()
-            assert "accepted" in await page.get_by_role("status").inner_text()
+            # back on the queue with its one-line result, as the selected actions come back (issue 25 item 5)
+            await page.wait_for_url(f"{base}/ui/review/edges?done=applied&n=1&failed=0")
+            assert "Applied 1 proposal(s)." in await page.get_by_role("status").inner_text()
             accepted = (await admin.ok("edge_review", {"action": "list", "status": "accepted"})).items
             assert [row["id"] for row in accepted] == [proposal_id]
 

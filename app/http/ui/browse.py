@@ -1,35 +1,33 @@
 """The console's browse pages: a project's thoughts by tag, edge type, creation date and standing, newest first,
 paged (/ui/browse), and its timeline (/ui/projects/<id>/timeline).
 
-Both go through the tool's call (`memory_recall action=list`, `memory_reflect action=timeline`: validation, role,
-rate limit and errors as over MCP) and run the inventory read (app.services.recall.operations.page) with the
-project's id instead of a cwd: the contract's cwd can only name a project by its path, and a project without one
-would otherwise widen to every project. A project the user may not see is not in the picker, and its id is not
-found by the read (app.db.visibility).
+Both read the inventory operation (app.services.recall.operations.page) with the project's id instead of a cwd —
+the contract's cwd can only name a project by its path, and a project without one would otherwise widen to every
+project — and render its typed rows. The arguments a person typed pass the tool's checks first (`memory_recall
+action=list`, `memory_reflect action=timeline`: validation, role, rate limit and refusals in the contract's words;
+tool_calls.read). A project the user may not see is not in the picker, and its id is not found by the read
+(app.db.visibility).
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
-from starlette.requests import Request
 from starlette.responses import Response
 
-from app.http.ui.console import STATUSES, Answer, call_tool
 from app.http.ui.forms import count_param
-from app.http.ui.session import SessionData
-from app.mcp.calls import CallContext, ToolAnswer
-from app.mcp.dispatch import Runner
-from app.mcp.tools.paging import thought_page
-from app.services.recall.operations import STANDINGS, Narrowing
+from app.http.ui.memory import STATUSES
+from app.http.ui.page import Page
+from app.http.ui.tool_calls import Listing, Refusal, read
+from app.mcp.calls import CallContext
+from app.mcp.shaping import ThoughtShaper
+from app.services.recall import operations as recall_operations
+from app.services.recall.operations import STANDINGS, Narrowing, PageResult
 from app.services.recall.requests import PageRequest
-from app.services.values import EdgeType, Principal
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Console
+from app.services.values import EdgeType
 
 PAGE = 50
 EDGE_TYPES = tuple(edge_type.value for edge_type in EdgeType)
@@ -45,32 +43,36 @@ STANDING_LABELS = {
 assert set(STANDING_LABELS) == {"", "archived", *STANDINGS}
 
 
-def in_project(project_id: uuid.UUID | None, narrowing: Narrowing | None, action: str) -> Runner:
+def _rows(found: PageResult | Refusal, warn: bool = True) -> Listing:
+    """The page of thoughts as the list shows them; `warn=False` leaves the scope's note out."""
+    if isinstance(found, Refusal):
+        return Listing.refused(found)
+    shape = ThoughtShaper(compact=False, url_links=found.links)
+    return Listing([shape(row) for row in found.rows], found.total, tuple(found.scope.warnings) if warn else ())
+
+
+async def _listed(
+    page: Page, tool: str, arguments: dict[str, Any], project_id: uuid.UUID | None, narrowing: Narrowing | None
+) -> PageResult | Refusal:
     """The inventory read of a list or timeline call, scoped by project id and narrowed by the browse filters."""
 
-    async def run(args: Any, ctx: CallContext) -> ToolAnswer:
-        request = PageRequest.of(args)
-        return await thought_page(ctx, action, request, False, None, project_id, narrowing)
+    async def run(args: Any, ctx: CallContext) -> PageResult:
+        return await recall_operations.page(ctx.app, PageRequest.of(args), project_id, narrowing)
 
-    return run
+    return await read(page, tool, arguments, run)
 
 
-async def timeline(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+async def timeline(page: Page) -> Response:
     """/ui/projects/<id>/timeline: the project's own thoughts, newest first, PAGE a page, by status."""
-    params = request.query_params
-    projects = await console.projects(principal)
-    project = console.pick(projects.items, request.path_params["project_id"])
+    params = page.params
+    project = await page.project(page.path_param("project_id"))
     if project is None:
-        values = {"message": "No such project (or it is not one you may see)."}
-        return console.render(request, "error.html", console.base(principal, session, **values), 404)
+        return page.error("No such project (or it is not one you may see).", 404)
     status = params.get("status") if params.get("status") in STATUSES else "all"
     offset = count_param(params.get("offset"))
     arguments: dict[str, Any] = {"action": "timeline", "status": status, "limit": PAGE, "offset": offset}
-    run = in_project(uuid.UUID(str(project["id"])), None, "timeline")
-    answer = await call_tool(console.context, principal, "memory_reflect", arguments, run)
-    values = console.base(
-        principal,
-        session,
+    answer = _rows(await _listed(page, "memory_reflect", arguments, project.id, None))
+    values = page.values(
         project=project,
         answer=answer,
         status=status,
@@ -79,19 +81,18 @@ async def timeline(console: Console, request: Request, principal: Principal, ses
         page=PAGE,
         total=answer.total,
     )
-    return console.render(request, "timeline.html", values, answer.page_status)
+    return page.render("timeline.html", values, answer.page_status)
 
 
-async def browse(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+async def browse(page: Page) -> Response:
     """/ui/browse?project=&tag=&edge=&standing=&from=&to=&status=&offset=: a project's thoughts (or every project's
     the user sees, with no project), narrowed by the filters given, newest first, PAGE a page."""
-    params = request.query_params
-    projects = await console.projects(principal)
+    params = page.params
     asked = params.get("project", "")
-    project = console.pick(projects.items, asked)
+    project = await page.project(asked)
     edge, standing, status = params.get("edge", ""), params.get("standing", ""), params.get("status", "")
     form: dict[str, str] = {
-        "project": str(project["id"]) if project else "",
+        "project": str(project.id) if project else "",
         "tag": params.get("tag", "").strip(),
         "edge": edge if edge in EDGE_TYPES else "",
         "standing": standing if standing in STANDING_LABELS else "",
@@ -104,10 +105,8 @@ async def browse(console: Console, request: Request, principal: Principal, sessi
     created_to = _day(form["to"], "to", errors)
     if created_from and created_to and created_to < created_from:
         errors["to"] = "The end date is before the start date: swap them, or clear one."
-    values = console.base(
-        principal,
-        session,
-        projects=projects,
+    values = page.values(
+        projects=await page.projects(),
         project=project,
         form=form,
         errors=errors,
@@ -120,9 +119,9 @@ async def browse(console: Console, request: Request, principal: Principal, sessi
     )
     if asked and project is None:
         values["message"] = "No such project (or it is not one you may see): pick one below, or browse every project."
-        return console.render(request, "browse.html", values, 404)
+        return page.render("browse.html", values, 404)
     if errors:
-        return console.render(request, "browse.html", values, 400)
+        return page.render("browse.html", values, 400)
     offset = count_param(params.get("offset"))
     narrowing = Narrowing(
         created_from=_midnight(created_from),
@@ -134,12 +133,9 @@ async def browse(console: Console, request: Request, principal: Principal, sessi
     arguments: dict[str, Any] = {"action": "list", "status": status, "limit": PAGE, "offset": offset}
     if form["tag"]:
         arguments["tag"] = form["tag"]
-    project_id = uuid.UUID(str(project["id"])) if project else None
-    answer = await call_tool(
-        console.context, principal, "memory_recall", arguments, in_project(project_id, narrowing, "list")
-    )
-    if project is None and not answer.error:  # the page says "every project you may see": no cwd note needed
-        answer = Answer({**answer.payload, "meta": {**answer.meta, "warnings": []}})
+    found = await _listed(page, "memory_recall", arguments, project.id if project else None, narrowing)
+    # the page says "every project you may see" without a project: no cwd note needed
+    answer = _rows(found, warn=project is not None)
     query = urlencode(
         {key: value for key, value in form.items() if value and key != "status"} | {"status": form["status"]}
     )
@@ -153,7 +149,7 @@ async def browse(console: Console, request: Request, principal: Principal, sessi
         every_project=_link({**form, "project": ""}),
         clear_all=_link({"project": form["project"]}),
     )
-    return console.render(request, "browse.html", values, answer.page_status)
+    return page.render("browse.html", values, answer.page_status)
 
 
 def _narrowed(form: dict[str, str]) -> str:

@@ -5,41 +5,33 @@ Confirming every group is the tool's own confirm (`memory_crystallize action=aut
 preview's token). Leaving groups out creates the kept ones with `memory_crystallize action=cluster` — one call
 per group, the group's members, tag `auto` — which makes the same cluster thought auto_cluster would (its title
 from the newest member, tags `cluster` and `auto`, the members' project when they share one); the unused token
-expires. Both are the tool's calls (`Console.call`), so roles and audit are MCP's.
+expires. Both are the tool's calls (tool_calls.py), so roles and audit are MCP's.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import Response
 
 from app.http.ui import forms
-from app.http.ui.forms import FieldErrors
+from app.http.ui.forms import FieldErrors, Form
+from app.http.ui.page import Page
 from app.http.ui.review import CLUSTERS
-from app.http.ui.session import SessionData
-from app.services.values import Principal
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Console, Form
+from app.http.ui.tool_calls import call, two_step
 
 TITLE = "Group similar thoughts into clusters"
 
 
-async def auto_cluster(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def auto_cluster(page: Page, form: Form) -> Response:
     typed_distance, typed_members = form.get("min_similarity").strip(), form.get("min_members").strip()
     # The contract's bounds (0 < min_similarity ≤ 2, 2 ≤ min_members ≤ 1000), said with the form's labels.
     errors = FieldErrors()
     distance = forms.number(errors, "min_similarity", typed_distance, label="Largest cosine distance", above=0, high=2)
     members = forms.number(errors, "min_members", typed_members, label="Smallest cluster", whole=True, low=2, high=1000)
     if errors:
-        values = console.base(
-            principal, session, min_similarity=typed_distance, min_members=typed_members, errors=errors
-        )
-        return console.render(request, "review_clusters.html", values, 400)
+        values = page.values(min_similarity=typed_distance, min_members=typed_members, errors=errors)
+        return page.render("review_clusters.html", values, 400)
     arguments: dict[str, Any] = {"action": "auto_cluster"}
     if distance is not None:
         arguments["min_similarity"] = distance
@@ -47,43 +39,38 @@ async def auto_cluster(
         arguments["min_members"] = int(members)
     fields = [("min_similarity", typed_distance), ("min_members", typed_members)]
     if form.get("confirm") != "true":
-        return await _preview(console, request, principal, session, arguments, fields)
+        return await _preview(page, arguments, fields)
     groups = int(forms.number(FieldErrors(), "groups", form.get("groups"), label="", whole=True) or 0)
     kept = [index for index in dict.fromkeys(form.all("keep")) if form.all(f"members_{index}")]
     if len(kept) == groups:  # every group: the tool's own confirm, redeeming the preview's token
-        return await console.two_step(
-            request, principal, session, form, "memory_crystallize", arguments, TITLE, fields, CLUSTERS
-        )
+        return await two_step(page, form, "memory_crystallize", arguments, TITLE, fields, CLUSTERS)
     made, failures = 0, []
     for index in kept:
-        call = {"action": "cluster", "thought_ids": form.all(f"members_{index}"), "tags": ["auto"]}
-        answer = await console.call(principal, "memory_crystallize", call)
+        cluster = {"action": "cluster", "thought_ids": form.all(f"members_{index}"), "tags": ["auto"]}
+        answer = await call(page, "memory_crystallize", cluster)
         if answer.status == 403:
-            values = console.base(principal, session, answer=answer, title=TITLE, back=CLUSTERS)
-            return console.render(request, "outcome.html", values, 403)
+            values = page.values(answer=answer, title=TITLE, back=CLUSTERS)
+            return page.render("outcome.html", values, 403)
         if answer.error is None:
             made += 1
         else:
             failures.append(answer.error)
-    values = console.base(principal, session, made=made, left_out=groups - len(kept), failures=failures, back=CLUSTERS)
-    return console.render(request, "cluster_result.html", values)
+    values = page.values(made=made, left_out=groups - len(kept), failures=failures, back=CLUSTERS)
+    return page.render("cluster_result.html", values)
 
 
 async def _preview(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
+    page: Page,
     arguments: dict[str, Any],
     fields: list[tuple[str, str]],
 ) -> Response:
-    answer = await console.call(principal, "memory_crystallize", arguments)
-    values = console.base(principal, session, answer=answer, title=TITLE, back=CLUSTERS, action=request.url.path)
+    answer = await call(page, "memory_crystallize", arguments)
+    values = page.values(answer=answer, title=TITLE, back=CLUSTERS, action=page.path)
     if answer.error is not None or answer.preview is None:
-        return console.render(request, "outcome.html", values, answer.page_status)
+        return page.render("outcome.html", values, answer.page_status)
     token = answer.preview.get("token")
     hidden = [*fields, ("confirm", "true"), ("groups", str(len(answer.items)))]
     hidden += [("preview_token", str(token))] if token else []
     for index, group in enumerate(answer.items):
         hidden += [(f"members_{index}", str(member["id"])) for member in group.get("members") or []]
-    return console.render(request, "cluster_preview.html", {**values, "hidden": hidden})
+    return page.render("cluster_preview.html", {**values, "hidden": hidden})

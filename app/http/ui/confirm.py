@@ -11,18 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from starlette.requests import Request
 from starlette.responses import Response
 
-from app.http.ui.session import SessionData
-from app.services.actors import Actor
+from app.http.ui.forms import Form
+from app.http.ui.page import FormHandler, Page
 from app.services.auth import operations as token_operations
-from app.services.values import Principal
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Console, Form, FormHandler
 
 CONFIRMED = "confirmed"
 
@@ -37,36 +31,34 @@ class Question:
     back: str
 
 
-Describe = Callable[["Console", Principal, "Form"], Awaitable[Question]]
+Describe = Callable[[Page, Form], Awaitable[Question]]
 
 
 def confirming(describe: Describe) -> Callable[[FormHandler], FormHandler]:
     """Run the handler only on a post with `confirmed=yes`; any other post answers the confirm page."""
 
     def wrap(handler: FormHandler) -> FormHandler:
-        async def step(
-            console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-        ) -> Response:
+        async def step(page: Page, form: Form) -> Response:
             if form.get(CONFIRMED) == "yes":
-                return await handler(console, request, principal, session, form)
-            question = await describe(console, principal, form)
+                return await handler(page, form)
+            question = await describe(page, form)
             hidden = [
                 (name, value)
                 for name, values in form.fields.items()
                 if name not in ("csrf", CONFIRMED)
                 for value in values
             ]
-            values = console.base(principal, session, question=question, hidden=hidden, action=request.url.path)
-            return console.render(request, "confirm.html", values)
+            values = page.values(question=question, hidden=hidden, action=page.path)
+            return page.render("confirm.html", values)
 
         return step
 
     return wrap
 
 
-async def _token(console: Console, principal: Principal, token_id: str) -> str:
+async def _token(page: Page, token_id: str) -> str:
     """A token as a person knows it: its user and label (its id when it is not found)."""
-    rows = await token_operations.list_tokens(console.context, Actor.console(principal))
+    rows = await token_operations.list_tokens(page.context, page.actor)
     row = next((row for row in rows if str(row.id) == token_id), None)
     if row is None:
         return f"token {token_id}"
@@ -74,8 +66,8 @@ async def _token(console: Console, principal: Principal, token_id: str) -> str:
     return f"{row.user_name}'s {row.role.value} token{label} ({token_id})"
 
 
-async def revoke_token(console: Console, principal: Principal, form: Form) -> Question:
-    token = await _token(console, principal, form.get("token_id"))
+async def revoke_token(page: Page, form: Form) -> Question:
+    token = await _token(page, form.get("token_id"))
     what = (
         f"Revoke {token}? Every agent and script using it is refused from its next call, and the console sessions "
         "signed in with it end. This cannot be undone; a new token can be created."
@@ -83,8 +75,8 @@ async def revoke_token(console: Console, principal: Principal, form: Form) -> Qu
     return Question("Revoke this token?", what, "Yes, revoke it", "/ui/admin/tokens")
 
 
-async def rotate_token(console: Console, principal: Principal, form: Form) -> Question:
-    token = await _token(console, principal, form.get("token_id"))
+async def rotate_token(page: Page, form: Form) -> Question:
+    token = await _token(page, form.get("token_id"))
     what = (
         f"Rotate {token}? A new token replaces it, shown once on the next page; the old one is revoked at once, so "
         "every agent using it needs the new value."
@@ -92,7 +84,7 @@ async def rotate_token(console: Console, principal: Principal, form: Form) -> Qu
     return Question("Rotate this token?", what, "Yes, rotate it", "/ui/admin/tokens")
 
 
-async def clear_password(console: Console, principal: Principal, form: Form) -> Question:
+async def clear_password(page: Page, form: Form) -> Question:
     name = form.get("name")
     what = (
         f"Clear the password of {name}? They can no longer sign in with a password, and every console session of "
@@ -101,7 +93,7 @@ async def clear_password(console: Console, principal: Principal, form: Form) -> 
     return Question("Clear this password?", what, "Yes, clear it", "/ui/admin/users")
 
 
-async def end_sessions(console: Console, principal: Principal, form: Form) -> Question:
+async def end_sessions(page: Page, form: Form) -> Question:
     name = form.get("name")
     what = (
         f"End every console session of {name}? Their next page asks them to sign in again; their tokens and "
@@ -110,21 +102,20 @@ async def end_sessions(console: Console, principal: Principal, form: Form) -> Qu
     return Question("End these sessions?", what, "Yes, end them", "/ui/admin/users")
 
 
-async def _project(console: Console, principal: Principal, project_id: str) -> str:
-    projects = await console.projects(principal)
-    found = console.pick(projects.items, project_id)
-    return f"project “{found['name']}”" if found else f"project {project_id}"
+async def _project(page: Page, project_id: str) -> str:
+    found = await page.project(project_id)
+    return f"project “{found.name}”" if found else f"project {project_id}"
 
 
-async def remove_member(console: Console, principal: Principal, form: Form) -> Question:
-    project = await _project(console, principal, form.get("project"))
+async def remove_member(page: Page, form: Form) -> Question:
+    project = await _project(page, form.get("project"))
     user = form.get("user")
     what = f"Remove {user} from {project}? If the project is closed, they no longer see it or anything in it."
     return Question("Remove this member?", what, "Yes, remove", "/ui/admin/members")
 
 
-async def close_project(console: Console, principal: Principal, form: Form) -> Question:
-    project = await _project(console, principal, form.get("project"))
+async def close_project(page: Page, form: Form) -> Question:
+    project = await _project(page, form.get("project"))
     what = (
         f"Close {project} to everyone? Only its members will see it and its thoughts; to anyone else it will not exist."
     )

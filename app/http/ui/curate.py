@@ -1,7 +1,7 @@
 """Curating where you read: create a thought, edit its content and tags, link / unlink / retype its edges with a
 thought picker that searches, merge into a picked thought, archive, unarchive and delete — from the thought page.
 
-Every write is the tool's own call through `Console.call` / `Console.two_step` (app.mcp.dispatch), so the roles,
+Every write is the tool's own call through `call` / `two_step` (tool_calls.py, app.mcp.dispatch), so the roles,
 validation, previews and audit are exactly MCP's: `memory_store` create / update / link (single steps, as in the
 contract), unlink and retype through their previews, `memory_supersede` archive / merge (review.py) and
 `retention_review action=delete` (the contract's one delete of a thought: a retention candidate) through theirs.
@@ -10,25 +10,22 @@ contract), unlink and retype through their previews, `memory_supersede` archive 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from app.errors import AppError
 from app.http.ui import forms
-from app.http.ui.forms import FieldErrors
-from app.http.ui.session import SessionData
+from app.http.ui.forms import FieldErrors, Form
+from app.http.ui.page import Page
+from app.http.ui.tool_calls import Answer, call, outcome, two_step
 from app.mcp.shaping import ThoughtShaper
 from app.services.kinds import MAX_QUERY
 from app.services.recall import operations as recall_operations
 from app.services.recall.requests import SearchRequest
-from app.services.values import EdgeType, Principal
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Answer, Console, Form
+from app.services.values import EdgeType
 
 EDGE_TYPES = tuple(edge_type.value for edge_type in EdgeType)
 PICKER_HITS = 10
@@ -51,7 +48,7 @@ def _thought_page(thought_id: str, done: str | None = None) -> str:
     return f"/ui/thoughts/{thought_id}" + (f"?{urlencode({'done': done})}" if done else "")
 
 
-async def _picked(console: Console, principal: Principal, query: str, exclude: str | None) -> Picked | None:
+async def _picked(page: Page, query: str, exclude: str | None) -> Picked | None:
     """The picker's choices: the thoughts whose content matches the query, found by the search of
     `memory_recall action=search` (app.services.recall.operations) as the signed-in user sees them, without
     counting a hit — choosing a thought to link or merge is not recalling it. The thought itself is left out."""
@@ -59,7 +56,7 @@ async def _picked(console: Console, principal: Principal, query: str, exclude: s
         return None
     request = SearchRequest(query=query[:MAX_QUERY], cwd=None, status="all", limit=PICKER_HITS)
     try:
-        found = await recall_operations.search(console.context, request, count_hits=False)
+        found = await recall_operations.search(page.context, request, count_hits=False)
     except AppError as error:
         return Picked([], error.message)
     shape = ThoughtShaper(compact=True)
@@ -81,59 +78,49 @@ class Picked:
 # ---------------------------------------------------------------- create
 
 
-async def new_thought(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
-) -> Response:
-    params = request.query_params
+async def new_thought(page: Page) -> Response:
+    params = page.params
     values = {"project": params.get("project", ""), "parent_id": params.get("parent", "")}
-    return await _create_form(console, request, principal, session, values, FieldErrors())
+    return await _create_form(page, values, FieldErrors())
 
 
 async def _create_form(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
+    page: Page,
     typed: dict[str, str],
     errors: FieldErrors,
     status: int = 200,
     picked: Picked | None = None,
 ) -> Response:
-    projects = await console.projects(principal)
+    projects = await page.projects()
     parent = None
     if typed.get("parent_id"):
-        parent = (await console.thoughts(principal, [typed["parent_id"]])).get(typed["parent_id"])
-    values = console.base(
-        principal,
-        session,
+        parent = (await page.thoughts([typed["parent_id"]])).get(typed["parent_id"])
+    values = page.values(
         projects=projects,
         typed=typed,
         errors=errors,
         parent=parent,
         picked=picked,
     )
-    return console.render(request, "curate_new.html", values, status)
+    return page.render("curate_new.html", values, status)
 
 
-async def create_thought(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def create_thought(page: Page, form: Form) -> Response:
     """`memory_store action=create`; the **Find** button only searches for a parent (nothing written)."""
     typed = {name: form.get(name) for name in ("project", "content", "tags", "status", "parent_id", "parent_query")}
     typed["is_protected"] = "true" if form.get("is_protected") == "true" else ""
     if form.get("find") == "parent":
-        picked = await _picked(console, principal, typed["parent_query"].strip(), None)
-        return await _create_form(console, request, principal, session, typed, FieldErrors(), picked=picked)
+        picked = await _picked(page, typed["parent_query"].strip(), None)
+        return await _create_form(page, typed, FieldErrors(), picked=picked)
     errors = FieldErrors()
     content = typed["content"].strip()
     if not content:
         errors.add("content", "Write the thought's text.")
-    projects = await console.projects(principal)
-    project = console.pick(projects.items, typed["project"]) if typed["project"] else None
-    if typed["project"] and (project is None or not project.get("local_path")):
+    project = await page.project(typed["project"])
+    if typed["project"] and (project is None or not project.local_path):
         errors.add("project", "Pick one of the listed projects.")
     if errors:
-        return await _create_form(console, request, principal, session, typed, errors, 400)
+        return await _create_form(page, typed, errors, 400)
     arguments: dict[str, Any] = {"action": "create", "content": content}
     if forms.tags(typed["tags"]):
         arguments["tags"] = forms.tags(typed["tags"])
@@ -144,46 +131,39 @@ async def create_thought(
     if typed["parent_id"].strip():
         arguments["parent_id"] = typed["parent_id"].strip()
     if project is not None:
-        arguments["cwd"] = project["local_path"]
-    answer = await console.call(principal, "memory_store", arguments)
+        arguments["cwd"] = project.local_path
+    answer = await call(page, "memory_store", arguments)
     if answer.error is not None:
         errors.from_tool(answer.error, STORE_FIELDS)
-        return await _create_form(console, request, principal, session, typed, errors, answer.status)
+        return await _create_form(page, typed, errors, answer.status)
     return RedirectResponse(_thought_page(str((answer.item or {})["id"]), "created"), status_code=303)
 
 
 # ---------------------------------------------------------------- edit content and tags
 
 
-async def edit_thought(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
-) -> Response:
-    thought_id = request.path_params["thought_id"]
-    item = await _thought(console, principal, thought_id)
+async def edit_thought(page: Page) -> Response:
+    thought_id = page.path_param("thought_id")
+    item = await _thought(page, thought_id)
     typed = {"content": str(item.get("content") or ""), "tags": ", ".join(item.get("tags") or [])}
-    return _edit_form(console, request, principal, session, item, typed, FieldErrors())
+    return _edit_form(page, item, typed, FieldErrors())
 
 
 def _edit_form(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
+    page: Page,
     thought: dict[str, Any],
     typed: dict[str, str],
     errors: FieldErrors,
     status: int = 200,
 ) -> Response:
-    values = console.base(principal, session, thought=thought, typed=typed, errors=errors)
-    return console.render(request, "curate_edit.html", values, status)
+    values = page.values(thought=thought, typed=typed, errors=errors)
+    return page.render("curate_edit.html", values, status)
 
 
-async def update_thought(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def update_thought(page: Page, form: Form) -> Response:
     """`memory_store action=update` with the fields that changed (tags replaced as typed)."""
-    thought_id = request.path_params["thought_id"]
-    item = await _thought(console, principal, thought_id)
+    thought_id = page.path_param("thought_id")
+    item = await _thought(page, thought_id)
     typed = {"content": form.get("content"), "tags": form.get("tags")}
     errors = FieldErrors()
     arguments: dict[str, Any] = {"action": "update", "thought_id": thought_id}
@@ -198,28 +178,26 @@ async def update_thought(
     if not errors and len(arguments) == 2:
         errors.general = "Nothing changed: edit the content or the tags, or go back to the thought."
     if errors:
-        return _edit_form(console, request, principal, session, item, typed, errors, 400)
-    answer = await console.call(principal, "memory_store", arguments)
+        return _edit_form(page, item, typed, errors, 400)
+    answer = await call(page, "memory_store", arguments)
     if answer.error is not None:
         errors.from_tool(answer.error, STORE_FIELDS)
-        return _edit_form(console, request, principal, session, item, typed, errors, answer.status)
+        return _edit_form(page, item, typed, errors, answer.status)
     return RedirectResponse(_thought_page(thought_id, "updated"), status_code=303)
 
 
 # ---------------------------------------------------------------- link (the picker), unlink, retype, merge
 
 
-async def pick(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+async def pick(page: Page) -> Response:
     """The thought picker: a query box listing matching thoughts by content, each with a radio to choose it, for
     a link (with its edge type and direction) or a merge (with optional new content)."""
-    thought_id = request.path_params["thought_id"]
-    purpose = "merge" if request.query_params.get("for") == "merge" else "link"
-    query = request.query_params.get("query", "").strip()
-    thought = await _thought(console, principal, thought_id)
-    picked = await _picked(console, principal, query, thought_id)
-    values = console.base(
-        principal,
-        session,
+    thought_id = page.path_param("thought_id")
+    purpose = "merge" if page.params.get("for") == "merge" else "link"
+    query = page.params.get("query", "").strip()
+    thought = await _thought(page, thought_id)
+    picked = await _picked(page, query, thought_id)
+    values = page.values(
         thought=thought,
         purpose=purpose,
         query=query,
@@ -227,48 +205,41 @@ async def pick(console: Console, request: Request, principal: Principal, session
         edge_types=EDGE_TYPES,
         errors=FieldErrors(),
     )
-    return console.render(request, "curate_pick.html", values, picked.page_status if picked else 200)
+    return page.render("curate_pick.html", values, picked.page_status if picked else 200)
 
 
-async def link(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def link(page: Page, form: Form) -> Response:
     """`memory_store action=link` to the picked thought (a single step in the contract: no preview)."""
-    thought_id = request.path_params["thought_id"]
+    thought_id = page.path_param("thought_id")
     other = form.get("other_id").strip()
     edge_type = form.get("edge_type") or "related"
     if not other:
         errors = FieldErrors({"other_id": "Pick the thought to link to (search for it above)."})
-        return await _pick_again(console, request, principal, session, form, errors, 400)
+        return await _pick_again(page, form, errors, 400)
     source, target = (other, thought_id) if form.get("direction") == "in" else (thought_id, other)
     arguments = {"action": "link", "source_id": source, "target_id": target, "edge_type": edge_type}
-    answer = await console.call(principal, "memory_store", arguments)
+    answer = await call(page, "memory_store", arguments)
     if answer.error is not None and answer.status == 403:  # a role refusal: the refusal page, as every form's
-        return _refused(console, request, principal, session, answer, "Link two thoughts", _thought_page(thought_id))
+        return outcome(page, answer, "Link two thoughts", _thought_page(thought_id))
     if answer.error is not None:  # e.g. the pair already carries another type: said by the picker, query kept
         errors = FieldErrors()
         errors.from_tool(answer.error, {"edge_type": "edge_type", "source_id": "other_id", "target_id": "other_id"})
-        return await _pick_again(console, request, principal, session, form, errors, answer.status)
+        return await _pick_again(page, form, errors, answer.status)
     return RedirectResponse(_thought_page(thought_id, "linked"), status_code=303)
 
 
 async def _pick_again(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
+    page: Page,
     form: Form,
     errors: FieldErrors,
     status: int,
 ) -> Response:
     """The link picker again, with its query's hits and the error beside the field it concerns."""
-    thought_id = request.path_params["thought_id"]
-    thought = await _thought(console, principal, thought_id)
+    thought_id = page.path_param("thought_id")
+    thought = await _thought(page, thought_id)
     query = form.get("query")
-    picked = await _picked(console, principal, query.strip(), thought_id)
-    values = console.base(
-        principal,
-        session,
+    picked = await _picked(page, query.strip(), thought_id)
+    values = page.values(
         thought=thought,
         purpose="link",
         query=query,
@@ -276,19 +247,15 @@ async def _pick_again(
         edge_types=EDGE_TYPES,
         errors=errors,
     )
-    return console.render(request, "curate_pick.html", values, status)
+    return page.render("curate_pick.html", values, status)
 
 
-async def unlink(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    thought_id = request.path_params["thought_id"]
+async def unlink(page: Page, form: Form) -> Response:
+    thought_id = page.path_param("thought_id")
     edge_id = form.get("edge_id")
     arguments = {"action": "unlink", "edge_id": edge_id}
-    return await console.two_step(
-        request,
-        principal,
-        session,
+    return await two_step(
+        page,
         form,
         "memory_store",
         arguments,
@@ -299,16 +266,12 @@ async def unlink(
     )
 
 
-async def retype(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    thought_id = request.path_params["thought_id"]
+async def retype(page: Page, form: Form) -> Response:
+    thought_id = page.path_param("thought_id")
     edge_id, new_type = form.get("edge_id"), form.get("new_type")
     arguments = {"action": "retype", "edge_id": edge_id, "new_type": new_type}
-    return await console.two_step(
-        request,
-        principal,
-        session,
+    return await two_step(
+        page,
         form,
         "memory_store",
         arguments,
@@ -322,30 +285,22 @@ async def retype(
 # ---------------------------------------------------------------- unarchive, delete
 
 
-async def unarchive(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def unarchive(page: Page, form: Form) -> Response:
     """`memory_store action=update status=active`: the contract's way back from archived (a single step)."""
-    thought_id = request.path_params["thought_id"]
-    answer = await console.call(
-        principal, "memory_store", {"action": "update", "thought_id": thought_id, "status": "active"}
-    )
+    thought_id = page.path_param("thought_id")
+    answer = await call(page, "memory_store", {"action": "update", "thought_id": thought_id, "status": "active"})
     if answer.error is not None:
-        return _refused(console, request, principal, session, answer, "Unarchive a thought", _thought_page(thought_id))
+        return outcome(page, answer, "Unarchive a thought", _thought_page(thought_id))
     return RedirectResponse(_thought_page(thought_id, "unarchived"), status_code=303)
 
 
-async def delete(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def delete(page: Page, form: Form) -> Response:
     """`retention_review action=delete`: the contract deletes a thought only as a retention candidate; its
     preview says whether this one is (and what depends on it)."""
-    thought_id = request.path_params["thought_id"]
+    thought_id = page.path_param("thought_id")
     arguments = {"action": "delete", "thought_id": thought_id}
-    return await console.two_step(
-        request,
-        principal,
-        session,
+    return await two_step(
+        page,
         form,
         "retention_review",
         arguments,
@@ -359,26 +314,13 @@ async def delete(
 # ---------------------------------------------------------------- helpers
 
 
-async def _thought(console: Console, principal: Principal, thought_id: str) -> dict[str, Any]:
+async def _thought(page: Page, thought_id: str) -> dict[str, Any]:
     """The thought a form acts on, in one read that counts no hit (opening a form is not recalling it);
     a missing one answers the 404 page."""
-    found = (await console.thoughts(principal, [thought_id]))[thought_id]
+    found = (await page.thoughts([thought_id]))[thought_id]
     if "error" in found:
         raise HTTPException(404, f"{found['error']}. Search for it, or pick a page from the navigation.")
     return found
-
-
-def _refused(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
-    answer: Answer,
-    title: str,
-    back: str,
-) -> Response:
-    values = console.base(principal, session, answer=answer, title=title, back=back)
-    return console.render(request, "outcome.html", values, answer.page_status)
 
 
 def _edge_ends(answer: Answer) -> list[str]:

@@ -1,5 +1,6 @@
-"""Form fields that speak to people: a typed value read back with the message for its field, and a tool's
-refusal put next to the field it names, in words (never pydantic's text or the tool's argument name).
+"""The console's forms: a posted form read with a cap and its CSRF token checked (`read_form`, `posting`), and
+fields that speak to people: a typed value read back with the message for its field, and a refusal put next to the
+field it names, in words (never pydantic's text or the tool's argument name).
 
 A form keeps what was typed: the handlers render the form again with `FieldErrors` and the raw values, so a
 person corrects one field instead of typing everything again.
@@ -9,6 +10,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NoReturn
+from urllib.parse import parse_qs
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.http.ui.session import same_token
+
+if TYPE_CHECKING:
+    from app.http.ui.page import FormHandler, Page, PageHandler
+
+# the largest console form: a page of selected ids (≤ 50 × 36 characters) beside a summary (≤ 720 characters)
+FORM_LIMIT = 16 * 1024
 
 # "Invalid argument 'min_similarity' for memory_crystallize action=auto_cluster: Input should be …"
 ARGUMENT = re.compile(r"argument '([A-Za-z_][\w.]*)'")
@@ -115,3 +130,53 @@ def count_param(value: str | None) -> int:
         return min(max(int(value or 0), 0), MAX_COUNT)
     except ValueError:
         return 0
+
+
+class Form:
+    """A console form's urlencoded fields: `get` the first value of a name, `all` every value in order."""
+
+    def __init__(self, fields: dict[str, list[str]]) -> None:
+        self.fields = fields
+
+    def get(self, name: str) -> str:
+        values = self.fields.get(name)
+        return values[0] if values else ""
+
+    def all(self, name: str) -> list[str]:
+        return [value for value in self.fields.get(name, []) if value]
+
+
+async def read_form(request: Request) -> Form:
+    """The urlencoded fields of a console form, refused with 413 past FORM_LIMIT bytes: read with a cap, so an
+    unauthenticated post cannot make the process buffer an arbitrary body."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_LIMIT:
+            raise HTTPException(413, "Request body too large for a console form.")
+    return Form(parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True))
+
+
+def csrf_refusal() -> NoReturn:
+    # Raised, so the console's error page (routes.py) answers it with the console's chrome; nothing ran.
+    raise HTTPException(
+        403, "Forbidden: the form's CSRF token is missing or stale. Reload the page and submit it again."
+    )
+
+
+async def posted(page: Page) -> Form:
+    """A signed-in form's fields, once their size and CSRF token pass (403 without its token, 413 past FORM_LIMIT)."""
+    form = await read_form(page.request)
+    if not same_token(page.csrf, form.get("csrf")):
+        csrf_refusal()
+    return form
+
+
+def posting(handler: FormHandler) -> PageHandler:
+    """A form page: the handler gets the posted fields, only once their CSRF token and size pass (`posted`);
+    otherwise the refusal is the answer."""
+
+    async def with_form(page: Page) -> Response:
+        return await handler(page, await posted(page))
+
+    return with_form

@@ -13,50 +13,33 @@ admin who can reach it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import Response
 
 from app.errors import AppError, bad_request
+from app.http.ui.forms import Form
 from app.http.ui.operations import admin_page, parse_role
-from app.http.ui.session import SessionData
-from app.services.actors import Actor
+from app.http.ui.page import Page
 from app.services.admin import operations
 from app.services.admin.membership import MembershipChange
 from app.services.admin.operations import membership_details
-from app.services.values import Principal, Role
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Console, Form
+from app.services.values import Role
 
 logger = logging.getLogger(__name__)
 
 
-async def members(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    return await _members_page(console, request, principal, session)
+async def members(page: Page) -> Response:
+    return await _members_page(page)
 
 
 async def _members_page(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
+    page: Page,
     status: int = 200,
     **values: Any,
 ) -> Response:
-    found = await operations.members_overview(console.context, Actor.console(principal))
-    return admin_page(
-        console,
-        request,
-        "members.html",
-        principal,
-        session,
-        status,
-        projects=found.projects,
-        users=found.users,
-        **values,
-    )
+    found = await operations.members_overview(page.context, page.actor)
+    return admin_page(page, "members.html", status, projects=found.projects, users=found.users, **values)
 
 
 def _user(form: Form) -> str:
@@ -66,73 +49,65 @@ def _user(form: Form) -> str:
     return name
 
 
-async def member_add(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def member_add(page: Page, form: Form) -> Response:
     """Add a member, or change a member's role."""
     try:
         role = parse_role(form.get("role"))
-        changed = await _set(console, principal, form.get("project"), _user(form), role)
+        changed = await _set(page, form.get("project"), _user(form), role)
     except AppError as error:
-        return await _members_page(console, request, principal, session, error.status_code, error=error.message)
+        return await _members_page(page, error.status_code, error=error.message)
     who, name = repr(changed.user_name), changed.project.name
     notice = _role_notice(
         changed,
         f"{who} already is a {role.value} of project {name!r}",
         f"{who} is now a {role.value} of project {name!r}",
     )
-    return await _members_page(console, request, principal, session, notice=notice + _hidden(changed))
+    return await _members_page(page, notice=notice + _hidden(changed))
 
 
-async def member_remove(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def member_remove(page: Page, form: Form) -> Response:
     try:
-        changed = await _drop(console, principal, form.get("project"), _user(form))
+        changed = await _drop(page, form.get("project"), _user(form))
     except AppError as error:
-        return await _members_page(console, request, principal, session, error.status_code, error=error.message)
+        return await _members_page(page, error.status_code, error=error.message)
     notice = f"{changed.user_name!r} is no longer a member of project {changed.project.name!r}."
-    return await _members_page(console, request, principal, session, notice=notice + _hidden(changed))
+    return await _members_page(page, notice=notice + _hidden(changed))
 
 
-async def project_open(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def project_open(page: Page, form: Form) -> Response:
     """Open a project to everyone with a role, or change everyone's role there."""
     try:
         role = parse_role(form.get("role"))
-        changed = await _set(console, principal, form.get("project"), None, role)
+        changed = await _set(page, form.get("project"), None, role)
     except AppError as error:
-        return await _members_page(console, request, principal, session, error.status_code, error=error.message)
+        return await _members_page(page, error.status_code, error=error.message)
     name = changed.project.name
     notice = _role_notice(
         changed,
         f"Project {name!r} already is open to everyone as {role.value}",
         f"Project {name!r} is open to everyone as {role.value}",
     )
-    return await _members_page(console, request, principal, session, notice=notice)
+    return await _members_page(page, notice=notice)
 
 
-async def project_close(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def project_close(page: Page, form: Form) -> Response:
     try:
-        changed = await _drop(console, principal, form.get("project"), None)
+        changed = await _drop(page, form.get("project"), None)
     except AppError as error:
-        return await _members_page(console, request, principal, session, error.status_code, error=error.message)
+        return await _members_page(page, error.status_code, error=error.message)
     notice = f"Project {changed.project.name!r} is closed: only its members see it."
-    return await _members_page(console, request, principal, session, notice=notice + _hidden(changed))
+    return await _members_page(page, notice=notice + _hidden(changed))
 
 
-async def _set(console: Console, principal: Principal, project: str, user: str | None, role: Role) -> MembershipChange:
-    changed = await operations.set_member(console.context, Actor.console(principal), project, user, role)
-    logger.info("console: user %r set %s", principal.name, membership_details(changed))
+async def _set(page: Page, project: str, user: str | None, role: Role) -> MembershipChange:
+    changed = await operations.set_member(page.context, page.actor, project, user, role)
+    logger.info("console: user %r set %s", page.principal.name, membership_details(changed))
     return changed
 
 
-async def _drop(console: Console, principal: Principal, project: str, user: str | None) -> MembershipChange:
-    changed = await operations.drop_member(console.context, Actor.console(principal), project, user)
-    logger.info("console: user %r removed %s", principal.name, membership_details(changed))
+async def _drop(page: Page, project: str, user: str | None) -> MembershipChange:
+    changed = await operations.drop_member(page.context, page.actor, project, user)
+    logger.info("console: user %r removed %s", page.principal.name, membership_details(changed))
     return changed
 
 

@@ -1,27 +1,22 @@
 """The console's review pages: the edge_review queue, the retention_review list, auto_cluster, and archive / merge
-from a thought page. Every write goes through the tool's own dispatch, each destructive one through its preview."""
+from a thought page. The edge queue reads its operation (app.services.review.operations.queue_page); every write goes
+through the tool's own call (tool_calls.py), each destructive one through its preview, and a single apply or delete
+from a queue comes back to the queue with its one-line result, as the selected actions do (triage.py)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from urllib.parse import urlencode
 
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from app.http.ui import forms
-from app.http.ui.console import Answer
-from app.http.ui.forms import FieldErrors, count_param
-from app.http.ui.session import SessionData
-from app.mcp.calls import CallContext, ToolAnswer
-from app.mcp.tools.edge_review.args import ListArgs as EdgeListArgs
-from app.mcp.tools.edge_review.handlers import list_proposals
-from app.services.values import Principal
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Console, Form
+from app.http.ui.forms import FieldErrors, Form, count_param
+from app.http.ui.page import Page
+from app.http.ui.tool_calls import Answer, Listing, call, outcome, two_step
+from app.mcp.tools.edge_review.handlers import shape_proposal
+from app.services.review import operations as review_operations
 
 PROPOSAL_STATUSES = ("pending", "accepted", "rejected", "stale", "expired", "rolled_back")
 PROPOSAL_PAGE = 25
@@ -31,29 +26,29 @@ RETENTION = "/ui/review/retention"
 CLUSTERS = "/ui/review/clusters"
 
 
+def back_to_queue(queue: str, done: str, n: int = 0, failed: int = 0, keep: str = "") -> Response:
+    """Back on the queue after an action, with its one-line result (`?done=<code>&n=<count>&failed=<count>`, fixed
+    texts: triage.triage_result) and what the queue showed (`keep`: its project)."""
+    query = {"done": done, "n": str(n), "failed": str(failed)}
+    return RedirectResponse(f"{queue}?{urlencode(query)}{'&' + keep if keep else ''}", status_code=303)
+
+
 # ---------------------------------------------------------------- edge_review
 
 
-async def _queue_of(project_id: uuid.UUID, args: Any, ctx: CallContext) -> ToolAnswer:
-    assert isinstance(args, EdgeListArgs)  # edge_review list's validated arguments
-    return await list_proposals(args, ctx, project_id)
-
-
-async def edge_queue(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    params = request.query_params
-    projects = await console.projects(principal)
-    project = console.pick(projects.items, params.get("project"))
+async def edge_queue(page: Page) -> Response:
+    params = page.params
+    project = await page.project(params.get("project"))
     status = params.get("status") if params.get("status") in PROPOSAL_STATUSES else "pending"
     offset = count_param(params.get("offset"))
-    arguments: dict[str, Any] = {"action": "list", "status": status, "limit": PROPOSAL_PAGE, "offset": offset}
-    # that project's own queue, with or without a path (the tool's call, scoped by the project's id)
-    run = partial(_queue_of, uuid.UUID(str(project["id"]))) if project else None
-    answer = await console.call(principal, "edge_review", arguments, run)
-    thoughts = await console.thoughts(principal, [end for row in answer.items for end in _ends(row)])
-    values = console.base(
-        principal,
-        session,
-        projects=projects,
+    # that project's own queue, with or without a path (scoped by the project's id), else every project's
+    found = await review_operations.queue_page(
+        page.context, page.principal, None, status, None, False, PROPOSAL_PAGE, offset, project.id if project else None
+    )
+    answer = Listing([shape_proposal(row) for row in found.rows], found.total, tuple(found.scope.warnings))
+    thoughts = await page.thoughts([end for row in answer.items for end in _ends(row)])
+    values = page.values(
+        projects=await page.projects(),
         project=project,
         answer=answer,
         thoughts=thoughts,
@@ -63,56 +58,52 @@ async def edge_queue(console: Console, request: Request, principal: Principal, s
         page=PROPOSAL_PAGE,
         total=answer.total,
     )
-    return console.render(request, "review_edges.html", values, answer.page_status)
+    return page.render("review_edges.html", values, answer.page_status)
 
 
-async def edge_apply(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def edge_apply(page: Page, form: Form) -> Response:
+    """One proposal through its preview; once confirmed, back on the queue (its project kept) with the result."""
     proposal_id = form.get("proposal_id")
     arguments = {"action": "apply", "proposal_id": proposal_id}
     title = "Apply an edge proposal"
     fields = [("proposal_id", proposal_id)]
-    return await console.two_step(
-        request, principal, session, form, "edge_review", arguments, title, fields, EDGES, _proposal_ends
-    )
+    keep = ""
+    if form.get("project"):  # the queue's project, kept through the preview
+        fields.append(("project", form.get("project")))
+        keep = urlencode({"project": form.get("project")})
+
+    def applied(answer: Answer) -> Response:
+        accepted = (answer.item or {}).get("status") == "accepted"
+        return back_to_queue(EDGES, "applied", int(accepted), int(not accepted), keep)
+
+    return await two_step(page, form, "edge_review", arguments, title, fields, EDGES, _proposal_ends, applied)
 
 
-async def edge_apply_batch(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def edge_apply_batch(page: Page, form: Form) -> Response:
     ids = form.all("proposal_ids")
     arguments: dict[str, Any] = {"action": "apply_batch", "proposal_ids": ids}
     fields = [("proposal_ids", proposal_id) for proposal_id in ids]
     title = "Apply the selected proposals"
-    return await console.two_step(request, principal, session, form, "edge_review", arguments, title, fields, EDGES)
+    return await two_step(page, form, "edge_review", arguments, title, fields, EDGES)
 
 
-async def edge_rollback(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def edge_rollback(page: Page, form: Form) -> Response:
     run_id = form.get("run_id")
     arguments = {"action": "rollback", "run_id": run_id}
     title = "Roll back an apply run"
-    return await console.two_step(
-        request, principal, session, form, "edge_review", arguments, title, [("run_id", run_id)], EDGES
-    )
+    return await two_step(page, form, "edge_review", arguments, title, [("run_id", run_id)], EDGES)
 
 
-async def edge_reject(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    answer = await console.call(principal, "edge_review", {"action": "reject", "proposal_id": form.get("proposal_id")})
-    return _outcome(console, request, principal, session, answer, "Reject an edge proposal", EDGES)
+async def edge_reject(page: Page, form: Form) -> Response:
+    answer = await call(page, "edge_review", {"action": "reject", "proposal_id": form.get("proposal_id")})
+    return outcome(page, answer, "Reject an edge proposal", EDGES)
 
 
 # ---------------------------------------------------------------- retention_review
 
 
-async def retention_list(
-    console: Console, request: Request, principal: Principal, session: SessionData | None
-) -> Response:
-    params = request.query_params
+async def retention_list(page: Page) -> Response:
+    params = page.params
     offset = count_param(params.get("offset"))
     arguments: dict[str, Any] = {"action": "list", "limit": RETENTION_PAGE, "offset": offset, "compact": False}
     errors = FieldErrors()  # a value that is not a number is said next to its field, never dropped in silence
@@ -124,10 +115,8 @@ async def retention_list(
         arguments["min_age_days"] = min_age
     if floor is not None:
         arguments["importance_floor"] = floor
-    answer = await console.call(principal, "retention_review", arguments) if not errors else Answer()
-    values = console.base(
-        principal,
-        session,
+    answer = await call(page, "retention_review", arguments) if not errors else Answer()
+    values = page.values(
         answer=answer,
         errors=errors,
         offset=offset,
@@ -136,34 +125,33 @@ async def retention_list(
         importance_floor=params.get("importance_floor", ""),
         total=answer.total,
     )
-    return console.render(request, "review_retention.html", values, 400 if errors else answer.page_status)
+    return page.render("review_retention.html", values, 400 if errors else answer.page_status)
 
 
-async def retention_protect(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def retention_protect(page: Page, form: Form) -> Response:
     protected = form.get("protected") != "false"
     arguments = {"action": "protect", "thought_id": form.get("thought_id"), "protected": protected}
-    answer = await console.call(principal, "retention_review", arguments)
+    answer = await call(page, "retention_review", arguments)
     title = "Protect a thought" if protected else "Unprotect a thought"
-    return _outcome(console, request, principal, session, answer, title, RETENTION)
+    return outcome(page, answer, title, RETENTION)
 
 
-async def retention_delete(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def retention_delete(page: Page, form: Form) -> Response:
     thought_id = form.get("thought_id")
     arguments = {"action": "delete", "thought_id": thought_id}
     title = "Delete a retention candidate"
     fields = [("thought_id", thought_id)]
-    return await console.two_step(
-        request, principal, session, form, "retention_review", arguments, title, fields, RETENTION, _just(thought_id)
+
+    def deleted(answer: Answer) -> Response:
+        gone = (answer.item or {}).get("deleted") is True
+        return back_to_queue(RETENTION, "deleted", int(gone), int(not gone))
+
+    return await two_step(
+        page, form, "retention_review", arguments, title, fields, RETENTION, _just(thought_id), deleted
     )
 
 
-async def retention_compact(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def retention_compact(page: Page, form: Form) -> Response:
     ids = form.all("source_ids")
     content = form.get("summary_content")
     tags = [tag.strip() for tag in form.get("summary_tags").split(",") if tag.strip()]
@@ -174,30 +162,22 @@ async def retention_compact(
     fields = [("source_ids", source_id) for source_id in ids]
     fields += [("summary_content", content), ("summary_tags", form.get("summary_tags"))]
     title = "Compact retention candidates into a summary"
-    return await console.two_step(
-        request, principal, session, form, "retention_review", arguments, title, fields, RETENTION
-    )
+    return await two_step(page, form, "retention_review", arguments, title, fields, RETENTION)
 
 
 # ---------------------------------------------------------------- thought page: archive, merge
 
 
-async def thought_archive(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    thought_id = request.path_params["thought_id"]
+async def thought_archive(page: Page, form: Form) -> Response:
+    thought_id = page.path_param("thought_id")
     arguments = {"action": "archive", "thought_id": thought_id}
     title = "Archive a thought"
     back = _page(thought_id)
-    return await console.two_step(
-        request, principal, session, form, "memory_supersede", arguments, title, [], back, _just(thought_id)
-    )
+    return await two_step(page, form, "memory_supersede", arguments, title, [], back, _just(thought_id))
 
 
-async def thought_merge(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    thought_id = request.path_params["thought_id"]
+async def thought_merge(page: Page, form: Form) -> Response:
+    thought_id = page.path_param("thought_id")
     target_id = form.get("target_id").strip()
     content = form.get("merged_content").strip()
     arguments: dict[str, Any] = {"action": "merge", "source_id": thought_id, "target_id": target_id}
@@ -206,10 +186,8 @@ async def thought_merge(
     fields = [("target_id", target_id), ("merged_content", content)]
     title = "Merge this thought into another"
     back = _page(thought_id)
-    return await console.two_step(
-        request,
-        principal,
-        session,
+    return await two_step(
+        page,
         form,
         "memory_supersede",
         arguments,
@@ -218,20 +196,6 @@ async def thought_merge(
         back,
         _just(thought_id, target_id),
     )
-
-
-def _outcome(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
-    answer: Answer,
-    title: str,
-    back: str,
-) -> Response:
-    """A one-step write's outcome page (no preview): what the tool answered, and the way back."""
-    values = console.base(principal, session, answer=answer, title=title, back=back)
-    return console.render(request, "outcome.html", values, answer.page_status)
 
 
 def _page(thought_id: str) -> str:
@@ -255,7 +219,7 @@ def _just(*ids: str) -> Callable[[Answer], list[str]]:
 # ---------------------------------------------------------------- auto_cluster
 
 
-async def clusters(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
+async def clusters(page: Page) -> Response:
     """The auto_cluster form: its two optional arguments, then the tool's preview screen (clusters.py)."""
-    values = console.base(principal, session, min_similarity="", min_members="", errors=FieldErrors())
-    return console.render(request, "review_clusters.html", values)
+    values = page.values(min_similarity="", min_members="", errors=FieldErrors())
+    return page.render("review_clusters.html", values)

@@ -1,15 +1,15 @@
-"""The console's routes: the memory pages of console.py, the review, operations, users and members pages, the static
-assets (headers.py), the confirm step of the destructive admin buttons (confirm.py), and the error page every
-unknown path, refusal and failure under /ui answers.
+"""The console's routes: sign-in (signin.py), the pages by area (memory.py, browse.py, curate.py, review.py, …),
+the static assets (headers.py), the confirm step of the destructive admin buttons (confirm.py), and the error page
+every unknown path, refusal and failure under /ui answers.
 
-Kept apart from console.py so that review.py, operations.py, users.py and members.py, which take a Console, and
-the Console itself do not import each other.
+Every signed-in page is `Console.page(handler)`: the handler gets its `Page` (page.py), and a form handler the
+posted fields too (`posting`, forms.py: the size limit and the CSRF check). Kept apart from console.py so that the
+page modules and the Console do not import each other.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -26,18 +26,21 @@ from app.http.ui import (
     curate,
     humane,
     members,
+    memory,
     operations,
     project_graph,
     review,
+    signin,
     triage,
     users,
 )
-from app.http.ui.console import HERE, Console, ConsoleConfig, FormHandler, posting
+from app.http.ui.console import HERE, Console, ConsoleConfig
+from app.http.ui.forms import posting
 from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
-from app.http.ui.session import COOKIE_PATH, SessionData
+from app.http.ui.page import FormHandler, Page, PageHandler
+from app.http.ui.session import COOKIE_PATH
 from app.services.context import AppContext
-from app.services.values import Principal
 
 logger = logging.getLogger(__name__)
 POST = ["POST"]
@@ -61,22 +64,26 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         done_message=curate.done_message, edge_types=curate.EDGE_TYPES, triage_result=triage.triage_result
     )
 
-    def page(handler: Callable[[Console, Request, Principal, SessionData | None], Awaitable[Response]]) -> Any:
-        return console.page(partial(handler, console))
+    def page(handler: PageHandler) -> Any:
+        return console.page(handler)
+
+    def bare(handler: Any) -> Any:
+        """A page without a session (sign-in, sign-out): the handler gets the console and the request."""
+        return partial(handler, console)
 
     def asked(describe: confirm.Describe, handler: FormHandler) -> Any:
         """A destructive admin form, behind its confirm page (confirm.py)."""
         return page(admin_only(posting(confirm.confirming(describe)(handler))))
 
     routes = [
-        Route("/", console.page(console.home), methods=["GET"]),
-        Route("/sign-in", console.sign_in_form, methods=["GET"]),
-        Route("/sign-in", console.sign_in, methods=["POST"]),
-        Route("/sign-out", console.sign_out, methods=["POST"]),
-        Route("/search", console.page(console.search), methods=["GET"]),
+        Route("/", page(memory.search), methods=["GET"]),
+        Route("/sign-in", bare(signin.sign_in_form), methods=["GET"]),
+        Route("/sign-in", bare(signin.sign_in), methods=["POST"]),
+        Route("/sign-out", bare(signin.sign_out), methods=["POST"]),
+        Route("/search", page(memory.search), methods=["GET"]),
         Route("/thoughts/new", page(curate.new_thought), methods=["GET"]),
         Route("/thoughts/new", page(posting(curate.create_thought)), methods=["POST"]),
-        Route("/thoughts/{thought_id}", console.page(console.thought), methods=["GET"]),
+        Route("/thoughts/{thought_id}", page(memory.thought), methods=["GET"]),
         Route("/thoughts/{thought_id}/edit", page(curate.edit_thought), methods=["GET"]),
         Route("/thoughts/{thought_id}/edit", page(posting(curate.update_thought)), methods=["POST"]),
         Route("/thoughts/{thought_id}/pick", page(curate.pick), methods=["GET"]),
@@ -139,7 +146,7 @@ def build_console(context: AppContext, config: ConsoleConfig) -> Starlette:
         try:
             principal, session = await console.principal(request)
             if principal is not None:
-                values = console.base(principal, session, message=message, status=status)
+                values = Page(console, request, principal, session).values(message=message, status=status)
         except Exception:  # the database may be why this page is shown: the chrome then goes without the user
             logger.warning("console error page: session lookup failed", exc_info=True)
         values["heading"] = HEADINGS.get(status, "Something went wrong")

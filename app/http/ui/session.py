@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
-from app.services.auth.sessions import ConsoleSessionService
+from app.services.auth import operations as auth_operations
 
 if TYPE_CHECKING:
     from app.services.values import Database
@@ -136,12 +136,11 @@ async def open_session(
     token_id: uuid.UUID | None = None,
     password_hash: str | None = None,
 ) -> str:
-    """Open a server-side session for the user (`kind`: app.services.auth.sessions' TOKEN, PASSWORD or UPSTREAM;
-    a token session names its token, a password session the hash it matched) and answer its cookie."""
-    async with db.unit_of_work() as session:
-        secret = await ConsoleSessionService(session).open(
-            user_id, kind, codec.max_age, token_id=token_id, password_hash=password_hash
-        )
+    """Open a server-side session for the user (app.services.auth.operations.open_console_session) and answer its
+    cookie."""
+    secret = await auth_operations.open_console_session(
+        db, user_id, kind, codec.max_age, token_id=token_id, password_hash=password_hash
+    )
     cookie, _ = codec.issue(secret)
     return cookie
 

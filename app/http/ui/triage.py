@@ -9,24 +9,21 @@ the page).
   tool's own preview and token per thought, shown on one page with their dependents) and confirms each with its
   token; **protect selected** is one `protect` per thought after a confirm page (a single Protect skips it).
 
-Every call is the tool's, through `Console.call` (app.mcp.dispatch): roles, audit and tokens are MCP's.
+Every call is the tool's, through tool_calls.py (app.mcp.dispatch): roles, audit and tokens are MCP's.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
-from app.http.ui.review import EDGES, RETENTION
-from app.http.ui.session import SessionData
-from app.services.values import Principal
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Answer, Console, Form
+from app.http.ui.forms import Form
+from app.http.ui.page import Page
+from app.http.ui.review import EDGES, RETENTION, back_to_queue
+from app.http.ui.tool_calls import Answer, call, outcome, two_step
 
 # the most items one triage post acts on: a page of a queue (review.py pages by 25), with room to spare
 MAX_SELECTED = 50
@@ -58,11 +55,6 @@ def _count(value: Any) -> int:
         return 0
 
 
-def _back(queue: str, done: str, n: int = 0, failed: int = 0, keep: str = "") -> Response:
-    query = {"done": done, "n": str(n), "failed": str(failed)}
-    return RedirectResponse(f"{queue}?{urlencode(query)}{'&' + keep if keep else ''}", status_code=303)
-
-
 def _selected(form: Form, name: str) -> list[str]:
     chosen = list(dict.fromkeys(form.all(name)))
     if len(chosen) > MAX_SELECTED:
@@ -70,138 +62,116 @@ def _selected(form: Form, name: str) -> list[str]:
     return chosen
 
 
-def _refused(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, answer: Answer, back: str
-) -> Response:
-    values = console.base(principal, session, answer=answer, title="Refused", back=back)
-    return console.render(request, "outcome.html", values, answer.page_status)
-
-
 # ---------------------------------------------------------------- edge proposals
 
 
-async def edges_selected(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def edges_selected(page: Page, form: Form) -> Response:
     ids = _selected(form, "proposal_ids")
     keep = urlencode({"project": form.get("project")}) if form.get("project") else ""
     if not ids:
-        return _back(EDGES, "none", keep=keep)
+        return back_to_queue(EDGES, "none", keep=keep)
     if form.get("do") == "reject":
-        return await _reject(console, request, principal, session, form, ids, keep)
+        return await _reject(page, form, ids, keep)
     fields = [("do", "apply"), ("project", form.get("project")), *(("proposal_ids", pid) for pid in ids)]
     arguments: dict[str, Any] = {"action": "apply_batch", "proposal_ids": ids}
     if form.get("confirm") != "true":
         title = f"Apply {len(ids)} selected proposal(s)"
-        return await console.two_step(request, principal, session, form, "edge_review", arguments, title, fields, EDGES)
-    answer = await console.call(
-        principal, "edge_review", {**arguments, "confirm": True, "preview_token": form.get("preview_token")}
-    )
+        return await two_step(page, form, "edge_review", arguments, title, fields, EDGES)
+    answer = await call(page, "edge_review", {**arguments, "confirm": True, "preview_token": form.get("preview_token")})
     if answer.error is not None:
-        return _refused(console, request, principal, session, answer, EDGES)
+        return outcome(page, answer, "Refused", EDGES)
     accepted = sum(1 for row in answer.items if row.get("status") == "accepted")
-    return _back(EDGES, "applied", accepted, len(answer.items) - accepted, keep)
+    return back_to_queue(EDGES, "applied", accepted, len(answer.items) - accepted, keep)
 
 
 async def _reject(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
+    page: Page,
     form: Form,
     ids: list[str],
     keep: str,
 ) -> Response:
     if form.get("confirmed") != "yes":
-        listed = await console.call(principal, "edge_review", {"action": "list", "status": "pending", "limit": 100})
+        listed = await call(page, "edge_review", {"action": "list", "status": "pending", "limit": 100})
         chosen = [row for row in listed.items if row.get("id") in ids]
         ends = [str(end) for row in chosen for end in (row.get("source_id"), row.get("target_id")) if end]
-        values = console.base(
-            principal,
-            session,
+        values = page.values(
             title=f"Reject {len(ids)} selected proposal(s)?",
             what="proposals",
             chosen=chosen,
             missing=len(ids) - len(chosen),
-            thoughts=await console.thoughts(principal, ends),
+            thoughts=await page.thoughts(ends),
             hidden=[("do", "reject"), ("project", form.get("project")), *(("proposal_ids", pid) for pid in ids)],
-            action=request.url.path,
+            action=page.path,
             button=f"Yes, reject {len(ids)}",
             back=EDGES + (f"?{keep}" if keep else ""),
         )
-        return console.render(request, "triage_confirm.html", values)
+        return page.render("triage_confirm.html", values)
     done = failed = 0
     for proposal_id in ids:
-        answer = await console.call(principal, "edge_review", {"action": "reject", "proposal_id": proposal_id})
+        answer = await call(page, "edge_review", {"action": "reject", "proposal_id": proposal_id})
         if answer.status == 403:  # a role refusal is the same for every item: say it once, as the tool does
-            return _refused(console, request, principal, session, answer, EDGES)
+            return outcome(page, answer, "Refused", EDGES)
         done, failed = (done + 1, failed) if answer.error is None else (done, failed + 1)
-    return _back(EDGES, "rejected", done, failed, keep)
+    return back_to_queue(EDGES, "rejected", done, failed, keep)
 
 
 # ---------------------------------------------------------------- retention candidates
 
 
-async def retention_selected(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def retention_selected(page: Page, form: Form) -> Response:
     ids = _selected(form, "source_ids")
     if not ids:
-        return _back(RETENTION, "none")
+        return back_to_queue(RETENTION, "none")
     if form.get("do") == "delete":
-        return await _delete(console, request, principal, session, form, ids)
+        return await _delete(page, form, ids)
     if form.get("confirmed") != "yes":
-        values = console.base(
-            principal,
-            session,
+        values = page.values(
             title=f"Protect {len(ids)} selected thought(s)?",
             what="thoughts",
             chosen=[],
             missing=0,
-            thoughts=await console.thoughts(principal, ids),
+            thoughts=await page.thoughts(ids),
             hidden=[("do", "protect"), *(("source_ids", thought_id) for thought_id in ids)],
-            action=request.url.path,
+            action=page.path,
             button=f"Yes, protect {len(ids)}",
             back=RETENTION,
         )
-        return console.render(request, "triage_confirm.html", values)
+        return page.render("triage_confirm.html", values)
     done = failed = 0
     for thought_id in ids:
         arguments = {"action": "protect", "thought_id": thought_id, "protected": True}
-        answer = await console.call(principal, "retention_review", arguments)
+        answer = await call(page, "retention_review", arguments)
         if answer.status == 403:
-            return _refused(console, request, principal, session, answer, RETENTION)
+            return outcome(page, answer, "Refused", RETENTION)
         done, failed = (done + 1, failed) if answer.error is None else (done, failed + 1)
-    return _back(RETENTION, "protected", done, failed)
+    return back_to_queue(RETENTION, "protected", done, failed)
 
 
-async def _delete(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form, ids: list[str]
-) -> Response:
+async def _delete(page: Page, form: Form, ids: list[str]) -> Response:
     """One page for the tool's previews of every selected delete; confirming redeems each preview's token."""
     if form.get("confirm") == "true":
         tokens = dict(zip(form.all("source_ids"), form.all("preview_tokens"), strict=False))
         done = failed = 0
         for thought_id in ids:
-            call = {
+            confirming = {
                 "action": "delete",
                 "thought_id": thought_id,
                 "confirm": True,
                 "preview_token": tokens.get(thought_id),
             }
-            answer = await console.call(principal, "retention_review", call)
+            answer = await call(page, "retention_review", confirming)
             if answer.status == 403:
-                return _refused(console, request, principal, session, answer, RETENTION)
+                return outcome(page, answer, "Refused", RETENTION)
             deleted = answer.error is None and (answer.item or {}).get("deleted") is True
             done, failed = (done + 1, failed) if deleted else (done, failed + 1)
-        return _back(RETENTION, "deleted", done, failed)
+        return back_to_queue(RETENTION, "deleted", done, failed)
     previews: list[tuple[str, Answer]] = []
     for thought_id in ids:
-        answer = await console.call(principal, "retention_review", {"action": "delete", "thought_id": thought_id})
+        answer = await call(page, "retention_review", {"action": "delete", "thought_id": thought_id})
         if answer.status == 403:
-            return _refused(console, request, principal, session, answer, RETENTION)
+            return outcome(page, answer, "Refused", RETENTION)
         previews.append((thought_id, answer))
-    thoughts = await console.thoughts(principal, ids)
+    thoughts = await page.thoughts(ids)
     # The delete's preview lists the edges only; the execute refuses a protected or an active thought, so such a
     # preview is not offered for confirming (the page says why) rather than failing after the confirm.
     blocked = {thought_id: _why_kept(thoughts.get(thought_id) or {}) for thought_id in ids}
@@ -213,19 +183,17 @@ async def _delete(
     hidden = [("do", "delete"), ("confirm", "true")]
     for thought_id, answer in ready:
         hidden += [("source_ids", thought_id), ("preview_tokens", str((answer.preview or {})["token"]))]
-    values = console.base(
-        principal,
-        session,
+    values = page.values(
         title=f"Delete {len(ready)} of {len(ids)} selected thought(s) for good?",
         previews=previews,
         blocked=blocked,
         thoughts=thoughts,
         hidden=hidden,
         ready=len(ready),
-        action=request.url.path,
+        action=page.path,
         back=RETENTION,
     )
-    return console.render(request, "triage_delete.html", values)
+    return page.render("triage_delete.html", values)
 
 
 def _why_kept(thought: dict[str, Any]) -> str | None:

@@ -12,99 +12,83 @@ admin who can sign in. A lower role and a new or cleared password end the user's
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import Response
 
 from app.errors import AppError
+from app.http.ui.forms import Form
 from app.http.ui.operations import admin_page, parse_role
-from app.http.ui.session import SessionData
-from app.services.actors import Actor
+from app.http.ui.page import Page
 from app.services.admin import operations
-from app.services.values import ROLE_RANK, Principal
-
-if TYPE_CHECKING:
-    from app.http.ui.console import Console, Form
+from app.services.values import ROLE_RANK
 
 logger = logging.getLogger(__name__)
 
 
-async def users(console: Console, request: Request, principal: Principal, session: SessionData | None) -> Response:
-    return await _users_page(console, request, principal, session)
+async def users(page: Page) -> Response:
+    return await _users_page(page)
 
 
 async def _users_page(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
+    page: Page,
     status: int = 200,
     **values: Any,
 ) -> Response:
-    rows = await operations.list_users(console.context, Actor.console(principal))
-    return admin_page(console, request, "users.html", principal, session, status, rows=rows, **values)
+    rows = await operations.list_users(page.context, page.actor)
+    return admin_page(page, "users.html", status, rows=rows, **values)
 
 
-async def user_create(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def user_create(page: Page, form: Form) -> Response:
     password = form.get("password") or None
     try:
         role = parse_role(form.get("role"))
-        user = await operations.create_user(console.context, Actor.console(principal), form.get("name"), role, password)
+        user = await operations.create_user(page.context, page.actor, form.get("name"), role, password)
     except AppError as error:
-        return await _users_page(console, request, principal, session, error.status_code, error=error.message)
-    logger.info("console: user %r created user %r (%s)", principal.name, user.name, role.value)
+        return await _users_page(page, error.status_code, error=error.message)
+    logger.info("console: user %r created user %r (%s)", page.principal.name, user.name, role.value)
     with_password = ", with a password" if password is not None else ""
     notice = f"User {user.name} created ({role.value}{with_password})."
-    return await _users_page(console, request, principal, session, notice=notice)
+    return await _users_page(page, notice=notice)
 
 
-async def user_role(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def user_role(page: Page, form: Form) -> Response:
     try:
         role = parse_role(form.get("role"))
-        changed = await operations.set_user_role(console.context, Actor.console(principal), form.get("name"), role)
+        changed = await operations.set_user_role(page.context, page.actor, form.get("name"), role)
     except AppError as error:
-        return await _users_page(console, request, principal, session, error.status_code, error=error.message)
+        return await _users_page(page, error.status_code, error=error.message)
     user, before = changed.user, changed.before
     if before == role:
         notice = f"{user.name} already has the {role.value} role."
     else:
-        logger.info("console: user %r made %r a %s", principal.name, user.name, role.value)
+        logger.info("console: user %r made %r a %s", page.principal.name, user.name, role.value)
         notice = f"{user.name} now has the {role.value} role (was {before.value})."
         if ROLE_RANK[role] < ROLE_RANK[before]:
             notice += " Their console sessions have ended."
-    return await _users_page(console, request, principal, session, notice=notice)
+    return await _users_page(page, notice=notice)
 
 
-async def user_password(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    return await _set_password(console, request, principal, session, form.get("name"), form.get("password"))
+async def user_password(page: Page, form: Form) -> Response:
+    return await _set_password(page, form.get("name"), form.get("password"))
 
 
-async def user_password_clear(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
-    return await _set_password(console, request, principal, session, form.get("name"), None)
+async def user_password_clear(page: Page, form: Form) -> Response:
+    return await _set_password(page, form.get("name"), None)
 
 
 async def _set_password(
-    console: Console,
-    request: Request,
-    principal: Principal,
-    session: SessionData | None,
+    page: Page,
     name: str,
     password: str | None,
 ) -> Response:
     try:
-        user = await operations.set_user_password(console.context, Actor.console(principal), name, password)
+        user = await operations.set_user_password(page.context, page.actor, name, password)
     except AppError as error:
-        return await _users_page(console, request, principal, session, error.status_code, error=error.message)
-    logger.info("console: user %r %s the password of %r", principal.name, "set" if password else "cleared", user.name)
+        return await _users_page(page, error.status_code, error=error.message)
+    logger.info(
+        "console: user %r %s the password of %r", page.principal.name, "set" if password else "cleared", user.name
+    )
     if password is None:
         notice = (
             f"The password of {user.name} is cleared and their console sessions have ended: they sign in with an "
@@ -112,19 +96,17 @@ async def _set_password(
         )
     else:
         notice = f"The password of {user.name} is set; their console sessions have ended."
-    return await _users_page(console, request, principal, session, notice=notice)
+    return await _users_page(page, notice=notice)
 
 
-async def user_sign_out(
-    console: Console, request: Request, principal: Principal, session: SessionData | None, form: Form
-) -> Response:
+async def user_sign_out(page: Page, form: Form) -> Response:
     """End every console session of the user (`synaptomind user sign-out`): their next page asks them to sign in.
     The admin's own included, when they name themselves."""
     try:
-        ended = await operations.end_user_sessions(console.context, Actor.console(principal), form.get("name"))
+        ended = await operations.end_user_sessions(page.context, page.actor, form.get("name"))
     except AppError as error:
-        return await _users_page(console, request, principal, session, error.status_code, error=error.message)
+        return await _users_page(page, error.status_code, error=error.message)
     name = ended.user.name
-    logger.info("console: user %r ended %d console session(s) of %r", principal.name, ended.ended, name)
+    logger.info("console: user %r ended %d console session(s) of %r", page.principal.name, ended.ended, name)
     notice = f"{ended.ended} console session(s) of {name} ended; their tokens and password still sign in."
-    return await _users_page(console, request, principal, session, notice=notice)
+    return await _users_page(page, notice=notice)

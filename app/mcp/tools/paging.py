@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
 from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.envelope import Meta, collection
 from app.mcp.shaping import ThoughtShaper
 from app.services.recall import operations as recall_operations
-from app.services.recall.operations import Narrowing
 from app.services.recall.requests import PageRequest
 
 
@@ -19,12 +17,9 @@ async def thought_page(
     request: PageRequest,
     compact: bool,
     fields: Sequence[str] | None,
-    project_id: uuid.UUID | None = None,
-    narrowing: Narrowing | None = None,
 ) -> ToolAnswer:
-    """Newest first; counts carry the page that ran (limit, offset) and the un-paged total. `project_id` and
-    `narrowing`: the console's browse (app.services.recall.operations.page)."""
-    found = await recall_operations.page(ctx.app, request, project_id, narrowing)
+    """Newest first; counts carry the page that ran (limit, offset) and the un-paged total."""
+    found = await recall_operations.page(ctx.app, request)
     shape = ThoughtShaper(compact=compact, fields=fields, url_links=found.links)
     counts = {"limit": request.limit, "offset": request.offset}
     meta = Meta(action, scope=found.scope.scope, warnings=found.scope.warnings, counts=counts)

@@ -10,6 +10,7 @@ from sqlalchemy import text
 from app.db.models import Role
 from app.db.records import Principal
 from app.db.repositories.audit import AuditRepository
+from app.db.repositories.health_reports import HealthReportRow
 from app.db.repositories.projects import ProjectRepository
 from app.db.visibility import Caller, acting_as
 from app.errors import forbidden
@@ -17,6 +18,7 @@ from app.services.context import AppContext
 from app.services.scope import ReadScope, resolve_read_scope
 from app.services.status.frontier import FrontierEntry, FrontierService
 from app.services.status.health import HealthService
+from app.services.status.health_reports import check_now, latest_report
 from app.services.status.slots import SlotService, SlotView
 
 DEFAULT_PENDING_PAGE = 50
@@ -77,3 +79,29 @@ async def probe_database(app: AppContext) -> None:
     """A `SELECT 1` on a connection of its own (GET /health); raises when the database does not answer."""
     async with app.db.engine.connect() as connection:
         await connection.execute(text("SELECT 1"))
+
+
+# the settings of the background work, as `memory_status action=config` lists them
+BACKGROUND_SETTINGS = ("jobs.", "decay.", "health.", "embedder.")
+
+
+def background_settings(app: AppContext) -> list[tuple[str, str]]:
+    """The effective settings of the background jobs and the embedder's state, as `memory_status action=config`
+    writes them (`key`, `value`): whether this process runs the periodic jobs, how often, and the embedder."""
+    lines = [(key, str(value)) for key, value in app.settings_view.items() if key.startswith(BACKGROUND_SETTINGS)]
+    status = app.embedding.status()
+    lines.append(("embedder.state", str(status["state"])))
+    lines.append(("embedder.active_model", str(status["active_model"] or "(none)")))
+    if status["note"]:
+        lines.append(("embedder.note", str(status["note"])))
+    return lines
+
+
+async def stored_health_report(app: AppContext) -> HealthReportRow | None:
+    """The last stored health report (the background job's or an admin's Check now), None before the first."""
+    return await latest_report(app.db)
+
+
+async def check_health_now(app: AppContext, requested_by: str) -> HealthReportRow:
+    """Check the health now (the caller's projects) and store the report."""
+    return await check_now(app.db, requested_by)

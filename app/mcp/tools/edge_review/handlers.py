@@ -57,8 +57,7 @@ async def enqueue(args: EnqueueArgs, ctx: CallContext) -> ToolAnswer:
     return ToolAnswer(single(meta, item))
 
 
-async def list_proposals(args: ListArgs, ctx: CallContext, project_id: uuid.UUID | None = None) -> ToolAnswer:
-    """`project_id`: the console's queue of a project by its id (app/http/ui/review.py), instead of the cwd's."""
+async def list_proposals(args: ListArgs, ctx: CallContext) -> ToolAnswer:
     page = await review_operations.queue_page(
         ctx.app,
         ctx.principal,
@@ -68,7 +67,6 @@ async def list_proposals(args: ListArgs, ctx: CallContext, project_id: uuid.UUID
         args.include_retired,
         args.limit,
         args.offset,
-        project_id,
     )
     counts = {"retired_count": page.retired, "all_total": page.all_total}
     meta = Meta("list", scope=page.scope.scope, warnings=page.scope.warnings, counts=counts)

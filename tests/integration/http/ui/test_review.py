@@ -110,8 +110,9 @@ async def test_apply_goes_through_its_preview_and_a_token_is_spent_once(
     assert await proposal_status(writer, proposal_id) == "pending"
 
     done = await ui.post("/ui/review/edges/apply", data=fields)
-    assert done.status_code == 200, done.text
-    assert "The tool answered <strong>accepted</strong>" in done.text
+    # a single apply from the queue stays on the queue, as the selected actions do (issue 25 item 5)
+    assert done.status_code == 303 and done.headers["location"] == "/ui/review/edges?done=applied&n=1&failed=0"
+    assert "Applied 1 proposal(s)." in (await ui.get(done.headers["location"])).text
     assert await proposal_status(writer, proposal_id) == "accepted"
     applied = await rows(writer, "SELECT count(*) AS n FROM audit_event WHERE tool = 'edge_review'")
     assert applied[0][0] == 1
@@ -121,6 +122,32 @@ async def test_apply_goes_through_its_preview_and_a_token_is_spent_once(
     assert f"preview_token {fields['preview_token']} was already used" in html.unescape(replay.text)
     applied = await rows(writer, "SELECT count(*) AS n FROM audit_event WHERE tool = 'edge_review'")
     assert applied[0][0] == 1  # applied exactly once
+
+
+async def test_a_single_apply_comes_back_to_the_queue_of_its_project(
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
+    writer: ToolCaller,
+) -> None:
+    world = await queue(writer)
+    project_id = world["project"]["id"]
+    proposal_id, other_id = world["proposals"][0]["id"], world["proposals"][1]["id"]
+    csrf = await signed_in(ui, app_context, "wes", Role.writer)
+    listed = await ui.get("/ui/review/edges", params={"project": project_id})
+    assert f'<input type="hidden" name="project" value="{project_id}">' in listed.text
+
+    preview = await ui.post(
+        "/ui/review/edges/apply", data={"proposal_id": proposal_id, "project": project_id, "csrf": csrf}
+    )
+    fields = dict(confirm_fields(preview.text))
+    assert fields["project"] == project_id and fields["confirm"] == "true"
+    done = await ui.post("/ui/review/edges/apply", data=fields)
+    assert done.status_code == 303
+    assert done.headers["location"] == f"/ui/review/edges?done=applied&n=1&failed=0&project={project_id}"
+    back = await ui.get(done.headers["location"])
+    assert "Applied 1 proposal(s)." in back.text
+    assert f'name="proposal_id" value="{other_id}"' in back.text  # the rest of that project's queue, as it was
+    assert await proposal_status(writer, proposal_id) == "accepted"
 
 
 async def test_a_reader_is_refused_with_the_tools_text(
@@ -220,7 +247,8 @@ async def test_retention_list_protect_delete_and_compact(
     fields = confirm_fields(preview.text)
     assert await rows(writer, "SELECT 1 FROM thought WHERE id = :id", id=deleted)
     done = await post(ui, "/ui/review/retention/delete", fields)
-    assert done.status_code == 200 and "<strong>deleted</strong>" in done.text
+    assert done.status_code == 303 and done.headers["location"] == "/ui/review/retention?done=deleted&n=1&failed=0"
+    assert "Deleted 1 thought(s) for good." in (await ui.get(done.headers["location"])).text
     assert await rows(writer, "SELECT 1 FROM thought WHERE id = :id", id=deleted) == []
     assert (await post(ui, "/ui/review/retention/delete", fields)).status_code == 409
 
