@@ -568,13 +568,15 @@ class OAuthToken(Base):
 
 
 class RateBucket(Base):
-    """One token bucket per caller of the tools (app.services.ratelimit), shared by every worker and replica:
+    """One token bucket per caller of the tools, and per user name tried at a password sign-in
+    (app.services.auth.ratelimit, app.services.auth.passwords), shared by every worker and replica:
     `tokens` left at `stamp`, refilled by the elapsed time in the one statement that takes a call. UNLOGGED: soft
     state, no WAL and no commit flush per call; a crash of PostgreSQL empties it, i.e. every bucket is full again
     (migration 0020)."""
 
     __tablename__ = "rate_bucket"
-    key: Mapped[str] = mapped_column(String(200), primary_key=True)  # the token id (user id, name for stdio)
+    # the token id (user id, name for stdio); `password-user:<id>` / `password-name:<digest>` for sign-in attempts
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
     tokens: Mapped[float] = mapped_column(Float, nullable=False)
     stamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     granted: Mapped[bool] = mapped_column(Boolean, nullable=False)  # whether the last take was let through

@@ -1,4 +1,5 @@
-"""The per-token rate limit's buckets (`rate_bucket`): one statement takes a call from a bucket, refilling it first."""
+"""The shared rate limits' buckets (`rate_bucket`): the per-token tool limit's and the password sign-in throttle's.
+One statement takes a call from a bucket, refilling it first; another forgets the buckets that are full again."""
 
 from __future__ import annotations
 
@@ -30,6 +31,16 @@ TAKE = text(
 ).execution_options(**UNSCOPED)
 
 
+# A bucket untouched for a minute has refilled to its capacity (every limiter's capacity is its calls per minute, so
+# it refills in 60 s): forgetting it changes no answer, since a new key starts full. Under READ COMMITTED a take that
+# touched the row meanwhile makes the DELETE re-check its stamp, so a bucket in use is never dropped.
+PURGE_FULL = text(
+    """
+    DELETE FROM rate_bucket WHERE stamp < coalesce(CAST(:at AS timestamptz), now()) - interval '60 seconds'
+    """
+).execution_options(**UNSCOPED)
+
+
 class RateBucketRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -40,3 +51,8 @@ class RateBucketRepository:
         params = {"key": key, "capacity": capacity, "rate": rate, "at": at}
         row = (await execute_core(self.session, TAKE, params)).one()
         return bool(row.granted), float(row.tokens)
+
+    async def purge_full(self, at: datetime | None) -> int:
+        """Delete every bucket that has refilled to its capacity by `at` (None: the database's clock); the count."""
+        result = await execute_core(self.session, PURGE_FULL, {"at": at})
+        return int(result.rowcount)  # type: ignore[attr-defined]

@@ -1,8 +1,10 @@
 """Admin-set passwords: the scrypt hash string, and the one sign-in check every password form calls.
 
 `synaptomind user password` and the console's users page set them (app.services.admin.users); the OAuth sign-in page
-and the console's sign-in page check them through one `PasswordCheck` per process, so both are throttled by the
-same buckets and refuse an unknown user, a user without a password and a wrong password alike, and as slowly.
+and the console's sign-in page check them through one `PasswordCheck` per process, so both refuse an unknown user, a
+user without a password and a wrong password alike, and as slowly. The throttle's buckets are rows of `rate_bucket`
+in PostgreSQL (app.services.auth.ratelimit.SharedRateLimiter), so both pages of every worker of `serve --workers N`
+and of every replica on the database count one user name's attempts together.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ import functools
 import hashlib
 import logging
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from app.db.records import Principal
 from app.db.repositories.users import UserRepository
-from app.services.auth.ratelimit import RateLimiter
+from app.services.auth.ratelimit import SharedRateLimiter
 
 if TYPE_CHECKING:
     from app.db.engine import Database
@@ -37,12 +39,19 @@ MIN_PASSWORD_LENGTH = 12
 MAX_PASSWORD_LENGTH = 1024  # a sign-in form's password is hashed: no megabyte of input per attempt
 _MAX_N, _MAX_R, _MAX_P = 2**20, 32, 16  # what a stored hash may ask of verify_password (a bad row is no DoS)
 
-# Password sign-in: attempts per user name and minute on this replica (a bucket: a burst of this many, then one
-# every 60/N s), a pause after each failure, and at most this many scrypt hashes at once (128 MiB each).
+# Password sign-in: attempts per user name and minute across every process on the database (a bucket: a burst of
+# this many, then one every 60/N s), a pause after each failure, and at most this many scrypt hashes at once in one
+# process (128 MiB each: a bound on each process's memory, so it stays per process).
 PASSWORD_ATTEMPTS_PER_MINUTE = 10
 PASSWORD_FAILURE_DELAY_SECONDS = 0.5
 CONCURRENT_PASSWORD_HASHES = 2
-UNKNOWN_NAMES_TRACKED = 10_000
+# Every this many attempts of a process, the buckets that are full again are deleted: names typed for unknown users
+# are made up by the caller, so without it each would leave a row behind.
+PASSWORD_BUCKETS_PURGE_EVERY = 1000
+# The throttle's keys in `rate_bucket`, apart from the tool limit's (token ids, user ids, stdio names): a known user
+# by id, an unknown name by a digest of its case-folded form (any length fits the key column).
+USER_KEY_PREFIX = "password-user:"
+NAME_KEY_PREFIX = "password-name:"
 
 
 def password_problem(password: str) -> str | None:
@@ -117,21 +126,27 @@ class PasswordMatch:
 
 
 class PasswordCheck:
-    """A user name and password, checked as every sign-in form of this process checks them: throttled per user
-    name, at most CONCURRENT_PASSWORD_HASHES hashes at once, the same answer (None) and time for an unknown user,
-    one without a password and a wrong password, and a pause after each failure."""
+    """A user name and password, checked as every sign-in form checks them: throttled per user name across every
+    process on the database, at most CONCURRENT_PASSWORD_HASHES hashes at once in this process, the same answer
+    (None) and time for an unknown user, one without a password and a wrong password, and a pause after each
+    failure."""
 
     def __init__(
-        self, failure_delay: float = PASSWORD_FAILURE_DELAY_SECONDS, clock: Callable[[], float] = time.monotonic
+        self, failure_delay: float = PASSWORD_FAILURE_DELAY_SECONDS, clock: Callable[[], float] | None = None
     ) -> None:
-        """`clock`: the throttle's (RateLimiter.clock), for tests that must not depend on how fast hashes run."""
+        """`clock`: the throttle's, in seconds since the epoch (None: the database's clock, which every worker and
+        replica shares); a test passes one it moves itself, so refills never depend on how fast hashes run."""
         self.failure_delay = failure_delay
-        self._clock = clock
-        # Keyed by user id for known users and by the name typed for unknown ones, so both are throttled alike
-        # (the answer does not tell them apart); the unknown names' map is bounded.
-        self._attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE, clock)
-        self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE, clock)
+        self._moment = (lambda: datetime.fromtimestamp(clock(), UTC)) if clock is not None else None
+        self._attempts: SharedRateLimiter | None = None
         self._hashing = asyncio.Semaphore(CONCURRENT_PASSWORD_HASHES)
+
+    def _limiter(self, db: Database) -> SharedRateLimiter:
+        if self._attempts is None or self._attempts.db is not db:
+            self._attempts = SharedRateLimiter(
+                db, PASSWORD_ATTEMPTS_PER_MINUTE, self._moment, purge_every=PASSWORD_BUCKETS_PURGE_EVERY
+            )
+        return self._attempts
 
     async def check(self, db: Database, user_name: str, password: str) -> PasswordMatch | None:
         """The user and their matching hash; None when the user is unknown, has no password or gave another one;
@@ -141,12 +156,13 @@ class PasswordCheck:
         if name and len(name) <= 200 and "\x00" not in name:  # PostgreSQL text never holds NUL
             async with db.autocommit() as session:
                 found = await UserRepository(session).password_hash(name)
+        # Keyed by user id for known users and by the name typed for unknown ones, so both are throttled alike
+        # (the answer does not tell them apart).
         if found is None:
-            if len(self._unknown_name_attempts._buckets) >= UNKNOWN_NAMES_TRACKED:
-                self._unknown_name_attempts = RateLimiter(PASSWORD_ATTEMPTS_PER_MINUTE, self._clock)
-            wait = self._unknown_name_attempts.retry_after(name.casefold())
+            key = NAME_KEY_PREFIX + hashlib.sha256(name.casefold().encode()).hexdigest()
         else:
-            wait = self._attempts.retry_after(found[0].user_id)
+            key = USER_KEY_PREFIX + str(found[0].user_id)
+        wait = await self._limiter(db).retry_after(key)
         if wait is not None:
             raise TooManyAttempts(wait)
         stored = found[1] if found is not None else None

@@ -11,8 +11,11 @@ import hashlib
 import io
 import re
 import secrets
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
@@ -27,8 +30,14 @@ from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.http.oauth import PASSWORD_REFUSED, api_token_role, oauth_routes
 from app.services.admin.users import UserService
+from app.services.auth import passwords as passwords_module
 from app.services.auth.oauth import OAuthConfig, OAuthProvider
-from app.services.auth.passwords import PASSWORD_ATTEMPTS_PER_MINUTE, PasswordCheck, verify_password
+from app.services.auth.passwords import (
+    PASSWORD_ATTEMPTS_PER_MINUTE,
+    PasswordCheck,
+    TooManyAttempts,
+    verify_password,
+)
 from tests.support.helpers import ManualClock
 
 ISSUER = "http://127.0.0.1:8765"
@@ -258,3 +267,119 @@ async def test_password_attempts_are_throttled_per_user_name(pages: Pages) -> No
     pages.clock.advance(0.2)
     assert (await pages.sign_in(fields, "ada", PASSWORD)).status_code == 200  # the consent page
     assert (await pages.sign_in(fields, "ada", PASSWORD)).status_code == 429  # one attempt, not two
+
+
+# ---------------------------------------------------------------- the throttle across processes
+
+ROOT = Path(__file__).resolve().parents[4]  # the checkout whose `app` the other process imports
+# One process's part of a shared throttle: its own engine and PasswordCheck on the database, this many wrong
+# passwords for the name, the throttle's clock standing at ManualClock's start (so the buckets' stamps agree).
+OTHER_PROCESS = """
+import asyncio, sys
+from app.db.engine import Database, build_engine
+from app.services.auth.passwords import PasswordCheck
+
+async def main(url: str, name: str, attempts: int) -> None:
+    database = Database(build_engine(url, pool_size=1))
+    passwords = PasswordCheck(failure_delay=0.0, clock=lambda: 1000.0)
+    try:
+        for _ in range(attempts):
+            assert await passwords.check(database, name, "not the password") is None
+    finally:
+        await database.dispose()
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+async def _with_password(database: Database, name: str) -> None:
+    async with database.unit_of_work() as session:
+        service = UserService(session)
+        await service.ensure_user(name, Role.writer)
+        await service.set_password(name, PASSWORD)
+
+
+async def test_two_contexts_on_one_database_share_the_attempts_of_a_user_name(
+    clean_database: Database, database_url: str
+) -> None:
+    """Two PasswordChecks with their own engines (two workers' or replicas' sign-in pages) count one user name's
+    attempts together: 5 + 5 wrong passwords, then the right one is refused on either (with one bucket per
+    process each had 10). An unknown name likewise, whatever its case; another user is not touched."""
+    await _with_password(clean_database, "ada")
+    await _with_password(clean_database, "bob")
+    other = Database(build_engine(database_url, pool_size=1))
+    clock = ManualClock()
+    first, second = PasswordCheck(failure_delay=0.0, clock=clock), PasswordCheck(failure_delay=0.0, clock=clock)
+    try:
+        half = PASSWORD_ATTEMPTS_PER_MINUTE // 2
+        for check, database in ((first, clean_database), (second, other)):
+            for _ in range(half):
+                assert await check.check(database, "ada", "not the password") is None
+                assert await check.check(database, "nobody" if check is first else "NoBody", "guess") is None
+        for check, database in ((first, clean_database), (second, other)):
+            with pytest.raises(TooManyAttempts) as refused:
+                await check.check(database, "ada", PASSWORD)  # even the right one, until the bucket refills
+            assert refused.value.retry_after == pytest.approx(60 / PASSWORD_ATTEMPTS_PER_MINUTE)
+            with pytest.raises(TooManyAttempts):
+                await check.check(database, "Nobody", "guess")
+        matched = await second.check(other, "bob", PASSWORD)
+        assert matched is not None and matched.principal.name == "bob"
+        clock.advance(60 / PASSWORD_ATTEMPTS_PER_MINUTE + 0.1)  # one attempt back, for whichever process asks
+        assert await second.check(other, "ada", PASSWORD) is not None
+        with pytest.raises(TooManyAttempts):
+            await first.check(clean_database, "ada", PASSWORD)
+        async with clean_database.unit_of_work() as session:
+            keys = (await session.execute(text("SELECT key FROM rate_bucket ORDER BY key"))).scalars().all()
+            ids = {name: id for name, id in (await session.execute(text("SELECT name, id::text FROM app_user"))).all()}
+    finally:
+        await other.dispose()
+    digest = hashlib.sha256(b"nobody").hexdigest()  # an unknown name's key is its case-folded digest, not the name
+    users = [f"password-user:{ids[name]}" for name in ("ada", "bob")]
+    assert sorted(keys) == sorted([f"password-name:{digest}", *users])
+
+
+async def test_a_separate_process_takes_from_the_same_bucket(clean_database: Database, database_url: str) -> None:
+    """A real second process (its own interpreter, engine and PasswordCheck) spends half of the user name's
+    attempts; this process then has only the other half."""
+    await _with_password(clean_database, "ada")
+    half = PASSWORD_ATTEMPTS_PER_MINUTE // 2
+    command = [sys.executable, "-c", OTHER_PROCESS, database_url, "ada", str(half)]
+    finished = await asyncio.to_thread(subprocess.run, command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    clock = ManualClock()  # the other process's clock too: 1000 s
+    passwords = PasswordCheck(failure_delay=0.0, clock=clock)
+    for _ in range(PASSWORD_ATTEMPTS_PER_MINUTE - half):
+        assert await passwords.check(clean_database, "ada", "not the password") is None
+    with pytest.raises(TooManyAttempts):
+        await passwords.check(clean_database, "ada", PASSWORD)
+    clock.advance(60 / PASSWORD_ATTEMPTS_PER_MINUTE + 0.1)
+    assert await passwords.check(clean_database, "ada", PASSWORD) is not None
+
+
+async def test_full_buckets_are_forgotten_every_so_many_attempts(
+    clean_database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names typed for unknown users leave no row behind for good: every PASSWORD_BUCKETS_PURGE_EVERY attempts the
+    buckets untouched for a minute (full again, so forgetting them changes no answer) are deleted; one in use
+    stays, and so does what it counted."""
+    monkeypatch.setattr(passwords_module, "PASSWORD_BUCKETS_PURGE_EVERY", 3)
+    clock = ManualClock()
+    passwords = PasswordCheck(failure_delay=0.0, clock=clock)
+
+    async def buckets() -> int:
+        async with clean_database.unit_of_work() as session:
+            return int((await session.execute(text("SELECT count(*) FROM rate_bucket"))).scalar_one())
+
+    await passwords.check(clean_database, "made up 1", "guess")  # attempt 1
+    clock.advance(30)
+    for _ in range(PASSWORD_ATTEMPTS_PER_MINUTE - 1):  # attempts 2-10 (3, 6 and 9 purge): nothing is full yet
+        await passwords.check(clean_database, "made up 2", "guess")
+    assert await buckets() == 2
+    clock.advance(31)  # "made up 1" untouched for 61 s: full again; "made up 2" has ~5 of its 10 back
+    for _ in range(2):  # attempts 11 and 12 (12 purges)
+        await passwords.check(clean_database, "made up 2", "guess")
+    assert await buckets() == 1
+    for _ in range(4):
+        await passwords.check(clean_database, "made up 2", "guess")
+    with pytest.raises(TooManyAttempts):  # what it counted survived the purge (a new bucket would hold 10)
+        await passwords.check(clean_database, "made up 2", "guess")
