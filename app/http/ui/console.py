@@ -120,6 +120,13 @@ class Answer:
         return int((counts if isinstance(counts, dict) else {}).get("total") or 0)
 
     @property
+    def total_capped(self) -> bool:
+        """meta.counts.total_capped of a console page's capped count (app/http/ui/browse.py): more match than
+        `total`."""
+        counts = self.meta.get("counts")
+        return bool((counts if isinstance(counts, dict) else {}).get("total_capped"))
+
+    @property
     def page_status(self) -> int:
         """The status of the page that shows this answer: the error's, else 200."""
         return self.status if self.error else 200
