@@ -236,7 +236,15 @@ class Thought(Base):
             "surface_after >= '1970-01-01 00:00:00+00' AND surface_after <= '9999-12-31 23:59:59.999+00'",
             name="surface_after_range",
         ),
-        Index("ix_thought_project_status_created", "project_id", "status", "created_at"),
+        # is_global included (migration 0021): the visibility rule's filter (project visible OR global) can be
+        # checked in the index, so a count of a scope is index-only instead of reading every row's heap page.
+        Index(
+            "ix_thought_project_status_created",
+            "project_id",
+            "status",
+            "created_at",
+            postgresql_include=["is_global"],
+        ),
         # Newest first in a project, and across every project (migration 0015): a timeline or list page of any
         # status reads its rows in order instead of sorting the whole scope (at 100 k thoughts ~150 ms → ~1 ms).
         Index("ix_thought_project_created", "project_id", "created_at", "id"),
