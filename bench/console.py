@@ -9,7 +9,8 @@ and token, runs one background-jobs tick (the decay, the counts, the project ind
 report, as a serving replica has) and enqueues edge proposals so the review queue has a page of them; the
 health page's Check now replaces the stored report.
 
-The console app is `create_http_app` (token auth, offline model, rate limit and jobs off) driven in this
+The console app is `create_http_app` (token auth, the offline model that embedded the data set, rate limit and
+jobs off) driven in this
 process through httpx's ASGI transport: no network, no uvicorn. Signed in as the admin once; then each page
 is requested `--warmup` times untimed and `--requests` times timed, one at a time (a form, Check now, is
 posted with the session's CSRF token). "server" is the page's
@@ -42,6 +43,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres, tuned_server_settings
+from app.db.engine import build_engine
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
 from app.main import build_context, create_http_app
@@ -273,13 +275,29 @@ TOOL_CALLS = (
 )
 
 
+async def stored_model(url: str) -> str:
+    """The model that embedded the data set's thoughts: the console searches with it, as a server configured for
+    that set does (a vector leg of another model finds no row of its own and walks the whole index for none)."""
+    engine = build_engine(url, 1)
+    try:
+        async with engine.connect() as connection:
+            found = await connection.execute(
+                text("SELECT embedding_model FROM thought WHERE embedding_model IS NOT NULL LIMIT 1")
+            )
+            return str(found.scalar_one_or_none() or OFFLINE_MINILM)
+    finally:
+        await engine.dispose()
+
+
 async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
+    model = await stored_model(url)
+    print(f"  the data set's model: {model}", flush=True)
     settings = Settings(
         _env_file=None,
         database_url=SecretStr(url),
         auth={"mode": "token"},
         data_dir=work_dir,
-        embedding={"model": OFFLINE_MINILM, "cache_dir": model_cache_dir()},
+        embedding={"model": model, "cache_dir": model_cache_dir()},
         rate_limit={"per_minute": 0},  # 18 tool calls an operations page: the bench would hit the default limit
         jobs={"enabled": False},
     )
@@ -326,6 +344,7 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, A
             "machine": machine(),
             "thoughts": world.thoughts,
             "largest_project": world.largest_project["name"],
+            "model": model,
             "warmup": args.warmup,
             "requests": args.requests,
             "pages": results,
