@@ -15,9 +15,11 @@ process through httpx's ASGI transport: no network, no uvicorn. Signed in as the
 is requested `--warmup` times untimed and `--requests` times timed, one at a time (a form, Check now, is
 posted with the session's CSRF token). "server" is the page's
 own `Server-Timing: app;dur=` (from the session check to the rendered page, the tools' calls included);
-"wall" is the client's, the ASGI plumbing and the cookie parsing on top. Then `memory_status action=health`
-itself, without and with `include_details`, called through `dispatch` as the MCP server calls it (the health
-report the MCP action answers live). `--only health` limits the run to the pages and calls whose name holds
+"wall" is the client's, the ASGI plumbing and the cookie parsing on top; "CPU per request" is this process's CPU
+time (console and client) and PostgreSQL's over the timed requests, divided by their number (/proc, 10 ms
+ticks). Then `memory_status action=health` itself, without and with `include_details`, called through
+`dispatch` as the MCP server calls it (the health report the MCP action answers live). `--only health` limits
+the run to the pages and calls whose name holds
 that text. Results go to stdout and to bench/results/console-<N>.json (gitignored).
 """
 
@@ -53,7 +55,7 @@ from app.services.context import AppContext
 from app.services.jobs import background as jobs
 from bench.common import machine
 from bench.dataset import DATA_ROOT, CallTool, _prewarm, generate_queries, model_cache_dir, tool_caller
-from bench.search import pct
+from bench.search import CpuMeter, pct
 
 BASE = "http://127.0.0.1:8765"
 CSRF = re.compile(r'name="csrf" value="([^"]*)"')
@@ -223,10 +225,17 @@ async def sign_in(client: httpx2.AsyncClient, token: str) -> str:
     return csrf[1]
 
 
-async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests: int, csrf: str) -> dict[str, Any]:
+async def measure(
+    client: httpx2.AsyncClient, page: Page, warmup: int, requests: int, csrf: str, meter: CpuMeter
+) -> dict[str, Any]:
+    """Server and wall times per request, and the CPU time per timed request of this process (the console and
+    the client) and of PostgreSQL: the figure a loaded machine inflates least (its latencies wait for a core)."""
     server: list[float] = []
     wall: list[float] = []
+    before: dict[str, Any] = {}
     for i in range(warmup + requests):
+        if i == warmup:
+            before = meter.snapshot()
         started = time.perf_counter()
         if page.posted:
             answer = await client.post(page.urls(i), data={"csrf": csrf})
@@ -238,6 +247,7 @@ async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests:
         if i >= warmup:
             server.append(float(answer.headers["server-timing"].split("dur=")[1]))
             wall.append(elapsed)
+    cpu = meter.since(before)
     return {
         "page": page.name,
         "n": len(server),
@@ -246,6 +256,9 @@ async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests:
         "server_min": round(min(server), 1),
         "server_max": round(max(server), 1),
         "wall_p50": round(pct(wall, 50), 1),
+        "process_cpu_ms": round(cpu["client_cpu_s"] * 1000 / len(server), 1),
+        "postgres_cpu_ms": round(cpu["postgres_cpu_s"] * 1000 / len(server), 1),
+        "load1": cpu["load1"],
     }
 
 
@@ -289,7 +302,7 @@ async def stored_model(url: str) -> str:
         await engine.dispose()
 
 
-async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
+async def run(url: str, args: argparse.Namespace, work_dir: Path, pgdata: Path) -> dict[str, Any]:
     model = await stored_model(url)
     print(f"  the data set's model: {model}", flush=True)
     settings = Settings(
@@ -313,16 +326,18 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, A
         app = create_http_app(settings, context)
         transport = httpx2.ASGITransport(app=app)
         results = []
+        meter = CpuMeter(pgdata)
         async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
             csrf = await sign_in(client, token)
             for page in pages(world):
                 if args.only and args.only not in page.name:
                     continue
-                result = await measure(client, page, args.warmup, args.requests, csrf)
+                result = await measure(client, page, args.warmup, args.requests, csrf, meter)
                 print(
                     f"  {result['page']:<45} server p50 {result['server_p50']:>7.1f} ms  p95 "
                     f"{result['server_p95']:>7.1f} ms  max {result['server_max']:>7.1f} ms  "
-                    f"(wall p50 {result['wall_p50']:.1f} ms)",
+                    f"(wall p50 {result['wall_p50']:.1f} ms; CPU per request {result['process_cpu_ms']:.1f} "
+                    f"+ PostgreSQL {result['postgres_cpu_ms']:.1f} ms; load {result['load1']:.1f})",
                     flush=True,
                 )
                 results.append(result)
@@ -374,7 +389,7 @@ def main() -> None:
         migrations.upgrade(url)
         logging.getLogger().setLevel(logging.WARNING)  # after the migration's logging set-up: no line per request
         with tempfile.TemporaryDirectory(prefix="bench-console-") as work:
-            report = asyncio.run(run(url, args, Path(work)))
+            report = asyncio.run(run(url, args, Path(work), embedded.pgdata))
     finally:
         embedded.stop()
     RESULTS.mkdir(exist_ok=True)
