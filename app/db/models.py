@@ -248,6 +248,14 @@ class Thought(Base):
         # Newest first in a project, and across every project (migration 0015): a timeline or list page of any
         # status reads its rows in order instead of sorting the whole scope (at 100 k thoughts ~150 ms → ~1 ms).
         Index("ix_thought_project_created", "project_id", "created_at", "id"),
+        # The protected thoughts of a project, newest first (migration 0021): the console's browse by standing.
+        Index(
+            "ix_thought_project_protected_created",
+            "project_id",
+            "created_at",
+            "id",
+            postgresql_where=sql("is_protected"),
+        ),
         Index("ix_thought_created", "created_at", "id"),
         # GIN pending lists of 256 kB (migration 0007): every scan reads the whole list.
         Index("ix_thought_tags", "tags", postgresql_using="gin", postgresql_with=GIN_PENDING_LIST),

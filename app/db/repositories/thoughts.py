@@ -207,7 +207,8 @@ class Narrowing:
         if ends is not None:
             clauses.append(id_in(Thought.id, ends) if ends else literal(False))
         if self.standing == "protected":
-            clauses.append(Thought.is_protected.is_(True))
+            # The bare column, not `IS true`: only it matches ix_thought_project_protected_created's predicate.
+            clauses.append(Thought.is_protected)
         elif self.standing == "global":
             clauses.append(Thought.is_global.is_(True))
         return clauses
