@@ -119,7 +119,8 @@ async def prepare(context: AppContext, requests: int) -> World:
         plain = [
             str(row[0])
             for row in await session.execute(
-                text("SELECT id FROM thought ORDER BY md5(id::text || 'plain') LIMIT :n"), {"n": requests}
+                text("SELECT id FROM thought WHERE status = 'active' ORDER BY md5(id::text || 'plain') LIMIT :n"),
+                {"n": requests},
             )
         ]
         busiest = (
