@@ -9,14 +9,17 @@ and token, runs one background-jobs tick (the decay, the counts, the project ind
 report, as a serving replica has) and enqueues edge proposals so the review queue has a page of them; the
 health page's Check now replaces the stored report.
 
-The console app is `create_http_app` (token auth, offline model, rate limit and jobs off) driven in this
+The console app is `create_http_app` (token auth, the offline model that embedded the data set, rate limit and
+jobs off) driven in this
 process through httpx's ASGI transport: no network, no uvicorn. Signed in as the admin once; then each page
 is requested `--warmup` times untimed and `--requests` times timed, one at a time (a form, Check now, is
 posted with the session's CSRF token). "server" is the page's
 own `Server-Timing: app;dur=` (from the session check to the rendered page, the tools' calls included);
-"wall" is the client's, the ASGI plumbing and the cookie parsing on top. Then `memory_status action=health`
-itself, without and with `include_details`, called through `dispatch` as the MCP server calls it (the health
-report the MCP action answers live). `--only health` limits the run to the pages and calls whose name holds
+"wall" is the client's, the ASGI plumbing and the cookie parsing on top; "CPU per request" is this process's CPU
+time (console and client) and PostgreSQL's over the timed requests, divided by their number (/proc, 10 ms
+ticks). Then `memory_status action=health` itself, without and with `include_details`, called through
+`dispatch` as the MCP server calls it (the health report the MCP action answers live). `--only health` limits
+the run to the pages and calls whose name holds
 that text. Results go to stdout and to bench/results/console-<N>.json (gitignored).
 """
 
@@ -42,6 +45,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres, tuned_server_settings
+from app.db.engine import build_engine
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
 from app.main import build_context, create_http_app
@@ -51,7 +55,7 @@ from app.services.context import AppContext
 from app.services.jobs import background as jobs
 from bench.common import machine
 from bench.dataset import DATA_ROOT, CallTool, _prewarm, generate_queries, model_cache_dir, tool_caller
-from bench.search import pct
+from bench.search import CpuMeter, pct
 
 BASE = "http://127.0.0.1:8765"
 CSRF = re.compile(r'name="csrf" value="([^"]*)"')
@@ -115,7 +119,8 @@ async def prepare(context: AppContext, requests: int) -> World:
         plain = [
             str(row[0])
             for row in await session.execute(
-                text("SELECT id FROM thought ORDER BY md5(id::text || 'plain') LIMIT :n"), {"n": requests}
+                text("SELECT id FROM thought WHERE status = 'active' ORDER BY md5(id::text || 'plain') LIMIT :n"),
+                {"n": requests},
             )
         ]
         busiest = (
@@ -221,10 +226,17 @@ async def sign_in(client: httpx2.AsyncClient, token: str) -> str:
     return csrf[1]
 
 
-async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests: int, csrf: str) -> dict[str, Any]:
+async def measure(
+    client: httpx2.AsyncClient, page: Page, warmup: int, requests: int, csrf: str, meter: CpuMeter
+) -> dict[str, Any]:
+    """Server and wall times per request, and the CPU time per timed request of this process (the console and
+    the client) and of PostgreSQL: the figure a loaded machine inflates least (its latencies wait for a core)."""
     server: list[float] = []
     wall: list[float] = []
+    before: dict[str, Any] = {}
     for i in range(warmup + requests):
+        if i == warmup:
+            before = meter.snapshot()
         started = time.perf_counter()
         if page.posted:
             answer = await client.post(page.urls(i), data={"csrf": csrf})
@@ -236,6 +248,7 @@ async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests:
         if i >= warmup:
             server.append(float(answer.headers["server-timing"].split("dur=")[1]))
             wall.append(elapsed)
+    cpu = meter.since(before)
     return {
         "page": page.name,
         "n": len(server),
@@ -244,6 +257,9 @@ async def measure(client: httpx2.AsyncClient, page: Page, warmup: int, requests:
         "server_min": round(min(server), 1),
         "server_max": round(max(server), 1),
         "wall_p50": round(pct(wall, 50), 1),
+        "process_cpu_ms": round(cpu["client_cpu_s"] * 1000 / len(server), 1),
+        "postgres_cpu_ms": round(cpu["postgres_cpu_s"] * 1000 / len(server), 1),
+        "load1": cpu["load1"],
     }
 
 
@@ -273,13 +289,29 @@ TOOL_CALLS = (
 )
 
 
-async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
+async def stored_model(url: str) -> str:
+    """The model that embedded the data set's thoughts: the console searches with it, as a server configured for
+    that set does (a vector leg of another model finds no row of its own and walks the whole index for none)."""
+    engine = build_engine(url, 1)
+    try:
+        async with engine.connect() as connection:
+            found = await connection.execute(
+                text("SELECT embedding_model FROM thought WHERE embedding_model IS NOT NULL LIMIT 1")
+            )
+            return str(found.scalar_one_or_none() or OFFLINE_MINILM)
+    finally:
+        await engine.dispose()
+
+
+async def run(url: str, args: argparse.Namespace, work_dir: Path, pgdata: Path) -> dict[str, Any]:
+    model = await stored_model(url)
+    print(f"  the data set's model: {model}", flush=True)
     settings = Settings(
         _env_file=None,
         database_url=SecretStr(url),
         auth={"mode": "token"},
         data_dir=work_dir,
-        embedding={"model": OFFLINE_MINILM, "cache_dir": model_cache_dir()},
+        embedding={"model": model, "cache_dir": model_cache_dir()},
         rate_limit={"per_minute": 0},  # 18 tool calls an operations page: the bench would hit the default limit
         jobs={"enabled": False},
     )
@@ -295,16 +327,18 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, A
         app = create_http_app(settings, context)
         transport = httpx2.ASGITransport(app=app)
         results = []
+        meter = CpuMeter(pgdata)
         async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
             csrf = await sign_in(client, token)
             for page in pages(world):
                 if args.only and args.only not in page.name:
                     continue
-                result = await measure(client, page, args.warmup, args.requests, csrf)
+                result = await measure(client, page, args.warmup, args.requests, csrf, meter)
                 print(
                     f"  {result['page']:<45} server p50 {result['server_p50']:>7.1f} ms  p95 "
                     f"{result['server_p95']:>7.1f} ms  max {result['server_max']:>7.1f} ms  "
-                    f"(wall p50 {result['wall_p50']:.1f} ms)",
+                    f"(wall p50 {result['wall_p50']:.1f} ms; CPU per request {result['process_cpu_ms']:.1f} "
+                    f"+ PostgreSQL {result['postgres_cpu_ms']:.1f} ms; load {result['load1']:.1f})",
                     flush=True,
                 )
                 results.append(result)
@@ -326,6 +360,7 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path) -> dict[str, A
             "machine": machine(),
             "thoughts": world.thoughts,
             "largest_project": world.largest_project["name"],
+            "model": model,
             "warmup": args.warmup,
             "requests": args.requests,
             "pages": results,
@@ -355,7 +390,7 @@ def main() -> None:
         migrations.upgrade(url)
         logging.getLogger().setLevel(logging.WARNING)  # after the migration's logging set-up: no line per request
         with tempfile.TemporaryDirectory(prefix="bench-console-") as work:
-            report = asyncio.run(run(url, args, Path(work)))
+            report = asyncio.run(run(url, args, Path(work), embedded.pgdata))
     finally:
         embedded.stop()
     RESULTS.mkdir(exist_ok=True)

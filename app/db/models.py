@@ -236,10 +236,26 @@ class Thought(Base):
             "surface_after >= '1970-01-01 00:00:00+00' AND surface_after <= '9999-12-31 23:59:59.999+00'",
             name="surface_after_range",
         ),
-        Index("ix_thought_project_status_created", "project_id", "status", "created_at"),
+        # is_global included (migration 0021): the visibility rule's filter (project visible OR global) can be
+        # checked in the index, so a count of a scope is index-only instead of reading every row's heap page.
+        Index(
+            "ix_thought_project_status_created",
+            "project_id",
+            "status",
+            "created_at",
+            postgresql_include=["is_global"],
+        ),
         # Newest first in a project, and across every project (migration 0015): a timeline or list page of any
         # status reads its rows in order instead of sorting the whole scope (at 100 k thoughts ~150 ms → ~1 ms).
         Index("ix_thought_project_created", "project_id", "created_at", "id"),
+        # The protected thoughts of a project, newest first (migration 0021): the console's browse by standing.
+        Index(
+            "ix_thought_project_protected_created",
+            "project_id",
+            "created_at",
+            "id",
+            postgresql_where=sql("is_protected"),
+        ),
         Index("ix_thought_created", "created_at", "id"),
         # GIN pending lists of 256 kB (migration 0007): every scan reads the whole list.
         Index("ix_thought_tags", "tags", postgresql_using="gin", postgresql_with=GIN_PENDING_LIST),

@@ -30,6 +30,10 @@ from app.services.recall.requests import PageRequest
 from app.services.values import EdgeType
 
 PAGE = 50
+# The pages count a project's thoughts up to this many (or offset + PAGE, past it) and say "more than 1,000"
+# beyond: an exact total of the largest project (50 000 rows at 100 k) cost every page ~50 ms. The tools' own
+# totals stay exact (app.services.recall.operations.page).
+TOTAL_CAP = 1000
 EDGE_TYPES = tuple(edge_type.value for edge_type in EdgeType)
 # standing → its label; `archived` is the archived status, the others Narrowing's standings
 STANDING_LABELS = {
@@ -48,7 +52,8 @@ def _rows(found: PageResult | Refusal, warn: bool = True) -> Listing:
     if isinstance(found, Refusal):
         return Listing.refused(found)
     shape = ThoughtShaper(compact=False, url_links=found.links)
-    return Listing([shape(row) for row in found.rows], found.total, tuple(found.scope.warnings) if warn else ())
+    warnings = tuple(found.scope.warnings) if warn else ()
+    return Listing([shape(row) for row in found.rows], found.total, warnings, total_capped=found.total_capped)
 
 
 async def _listed(
@@ -57,7 +62,7 @@ async def _listed(
     """The inventory read of a list or timeline call, scoped by project id and narrowed by the browse filters."""
 
     async def run(args: Any, ctx: CallContext) -> PageResult:
-        return await recall_operations.page(ctx.app, PageRequest.of(args), project_id, narrowing)
+        return await recall_operations.page(ctx.app, PageRequest.of(args), project_id, narrowing, TOTAL_CAP)
 
     return await read(page, tool, arguments, run)
 
@@ -80,6 +85,7 @@ async def timeline(page: Page) -> Response:
         offset=offset,
         page=PAGE,
         total=answer.total,
+        capped=answer.total_capped,
     )
     return page.render("timeline.html", values, answer.page_status)
 
@@ -143,6 +149,7 @@ async def browse(page: Page) -> Response:
         answer=answer,
         offset=offset,
         total=answer.total,
+        capped=answer.total_capped,
         query=query,
         narrowed=_narrowed(form),
         clear_tag=_link({**form, "tag": ""}),

@@ -60,6 +60,14 @@ def name(content: Any, limit: int = NAME_CHARS) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,.;:") + "…"
 
 
+def counted(total: int, capped: bool = False, noun: str = "thought") -> str:
+    """A count in words: `1 thought`, `37 thoughts`, or for a count that stopped at a bound (`capped`: more
+    match), `more than 1,000 thoughts`."""
+    if capped:
+        return f"more than {total:,} {noun}s"
+    return f"{total} {noun}{'' if total == 1 else 's'}"
+
+
 def copyable_id(value: Any, label: str = "Id") -> Markup:
     """The full id in a read-only field a person can select and copy (the first 8 digits of a UUIDv7 are only
     its timestamp, shared by every thought of that hour)."""
@@ -75,4 +83,5 @@ def register(environment: Environment) -> None:
     environment.filters["yes_no"] = yes_no
     environment.filters["thought_name"] = name
     environment.filters["copyable_id"] = copyable_id
+    environment.filters["counted"] = counted
     environment.tests["moment"] = is_moment

@@ -158,6 +158,7 @@ class Listing:
     warnings: tuple[str, ...] = ()
     error: str | None = None
     status: int = 200
+    total_capped: bool = False  # more match than `total` (a console page's capped count, app/http/ui/browse.py)
 
     @classmethod
     def refused(cls, refusal: Refusal) -> Listing:

@@ -309,15 +309,22 @@ async def chain(app: AppContext, thought_id: uuid.UUID, max_depth: int, include_
 class PageResult:
     scope: ReadScope
     rows: list[ThoughtRecord]
-    total: int  # every row the filters match, ignoring the page
+    total: int  # every row the filters match, ignoring the page; with `total_capped`, fewer than match
     links: Links | None
+    total_capped: bool = False  # more rows match than `total` (a page read with `total_cap`)
 
 
 async def page(
-    app: AppContext, request: PageRequest, project_id: uuid.UUID | None = None, narrowing: Narrowing | None = None
+    app: AppContext,
+    request: PageRequest,
+    project_id: uuid.UUID | None = None,
+    narrowing: Narrowing | None = None,
+    total_cap: int | None = None,
 ) -> PageResult:
     """Newest first. `project_id` scopes the page to that project instead of `request.cwd` (as in
-    `search_answered`); `narrowing` adds the console's browse filters (dates, edge type, standing)."""
+    `search_answered`); `narrowing` adds the console's browse filters (dates, edge type, standing). `total_cap`
+    (the console's pages) counts the total only up to max(total_cap, offset + limit) rows, exact below that and
+    `total_capped` above; without it (the tools' answers) the total is exact."""
     async with app.db.reading() as session:
         scope = await _scope(session, request.cwd, project_id)
         where = ThoughtFilter(
@@ -326,9 +333,16 @@ async def page(
             tag=request.tag,
             is_cluster=request.is_cluster,
         )
-        rows, total = await ThoughtRepository(session).page_with_total(where, request.limit, request.offset, narrowing)
+        thoughts = ThoughtRepository(session)
+        capped = False
+        if total_cap is None:
+            rows, total = await thoughts.page_with_total(where, request.limit, request.offset, narrowing)
+        else:
+            rows, total, capped = await thoughts.page_with_capped_total(
+                where, request.limit, request.offset, total_cap, narrowing
+            )
         links = await _links(session, request.include_url_links, [row.id for row in rows])
-    return PageResult(scope, list(rows), total, links)
+    return PageResult(scope, list(rows), total, links, capped)
 
 
 async def project_graph(app: AppContext, project_id: uuid.UUID, limit: int, offset: int) -> ProjectGraph:

@@ -25,11 +25,14 @@ from app.db.visibility import SHADOWED
 # The page cap: past ~60 nodes a drawing in a 72 rem box stops being readable.
 MAX_NODES = 60
 
+# The project's edges are read once, both ends of each row unnested: every read of `edge` checks that both of its
+# ends are readable (SHADOWED), so the earlier UNION ALL of the source and target columns paid that check twice
+# per edge (two index lookups of `thought` each): 2 lookups per edge instead of 4 (docs/BENCHMARKS.md, "Twelfth
+# round").
 _RANKED_SQL = """
 WITH ends AS (
-    SELECT source_id AS id FROM edge WHERE project_id = :project
-    UNION ALL
-    SELECT target_id FROM edge WHERE project_id = :project
+    SELECT end_id AS id FROM edge CROSS JOIN LATERAL (VALUES (edge.source_id), (edge.target_id)) AS both_ends (end_id)
+    WHERE edge.project_id = :project
 ), degree AS (
     SELECT id, count(*) AS degree, count(*) OVER () AS connected FROM ends GROUP BY id
 )

@@ -9,8 +9,10 @@ import re
 from typing import Any
 
 import httpx2
+import pytest
 
 from app.db.models import Role
+from app.http.ui import browse as browse_page
 from app.services.context import AppContext
 from tests.support.console import sign_in, signed_in, token_for, ui  # noqa: F401 (fixture)
 from tests.support.helpers import ToolCaller
@@ -184,3 +186,36 @@ async def test_a_reader_who_is_no_member_of_a_closed_project_sees_none_of_it(
     await sign_in(ui, await token_for(app_context, "alice", Role.writer))
     owner = await ui.get("/ui/browse", params={"project": secret.id, "edge": "related"})
     assert owner.status_code == 200 and len(ROW.findall(owner.text)) == 2
+
+
+async def test_a_page_counts_up_to_its_cap_and_says_more_than_past_it(
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
+    writer: ToolCaller,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The timeline and browse count at most max(TOTAL_CAP, offset + a page) thoughts; the tools' totals stay
+    exact."""
+    monkeypatch.setattr(browse_page, "TOTAL_CAP", 20)
+    project = (await writer.ok("memory_manage", {"action": "create", "name": "atlas", "local_path": "/srv/atlas"})).item
+    thoughts = [{"content": f"Quarterly marmalade report number {n}", "tags": ["report"]} for n in range(60)]
+    await writer.ok("memory_store", {"action": "bulk_create", "thoughts": thoughts, "cwd": "/srv/atlas"})
+    await signed_in(ui, app_context, "rita", Role.reader)
+
+    first = await ui.get("/ui/browse", params={"project": project["id"], "tag": "report"})
+    assert "More than 50 thoughts tagged report, newest first" in first.text  # the bound: offset 0 + 50
+    assert len(ROW.findall(first.text)) == 50 and "offset=50" in first.text and "Older" in first.text
+    second = await ui.get("/ui/browse", params={"project": project["id"], "tag": "report", "offset": "50"})
+    assert "60 thoughts tagged report, newest first" in second.text  # bound 100: exact
+    assert len(ROW.findall(second.text)) == 10 and "Older" not in second.text
+
+    timeline = await ui.get(f"/ui/projects/{project['id']}/timeline")
+    assert "More than 50 thoughts, newest first." in timeline.text and "Older" in timeline.text
+    monkeypatch.setattr(browse_page, "TOTAL_CAP", 60)
+    exact = await ui.get(f"/ui/projects/{project['id']}/timeline")
+    assert "60 thoughts, newest first." in exact.text and "More than" not in exact.text
+
+    listed = await writer.ok("memory_recall", {"action": "list", "cwd": "/srv/atlas", "limit": 5})
+    assert listed.meta["counts"]["total"] == 60 and "total_capped" not in listed.meta["counts"]
+    timeline_call = await writer.ok("memory_reflect", {"action": "timeline", "cwd": "/srv/atlas", "limit": 5})
+    assert timeline_call.meta["counts"]["total"] == 60 and "total_capped" not in timeline_call.meta["counts"]

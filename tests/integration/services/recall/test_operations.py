@@ -148,3 +148,31 @@ async def test_page_counts_the_total_beyond_the_page(writer: ToolCaller, app_con
     assert not found.scope.cwd_given
     rest = await recall_operations.page(app_context, PageRequest(limit=2, offset=2, tag="inventory"))
     assert len(rest.rows) == 1 and rest.total == 3
+
+
+async def test_a_capped_page_counts_up_to_its_bound_and_exactly_below_it(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    """The console's pages count up to max(cap, offset + limit) rows: past that bound the total is the bound and
+    `total_capped` says more match (so a next page exists); at or below it the total is exact."""
+    for n in range(7):
+        await create(writer, f"Inventory row {n}", tags=["inventory"])
+
+    def capped(limit: int, offset: int, cap: int) -> Any:
+        return recall_operations.page(
+            app_context, PageRequest(limit=limit, offset=offset, tag="inventory"), total_cap=cap
+        )
+
+    first = await capped(2, 0, 3)
+    assert len(first.rows) == 2 and (first.total, first.total_capped) == (3, True)
+    later = await capped(2, 4, 3)  # the bound follows the page: offset + limit = 6, still fewer than 7
+    assert [row.content for row in later.rows] == ["Inventory row 2", "Inventory row 1"]
+    assert (later.total, later.total_capped) == (6, True)
+    last = await capped(2, 6, 3)  # bound 8: every row counted
+    assert [row.content for row in last.rows] == ["Inventory row 0"] and (last.total, last.total_capped) == (7, False)
+    exact = await capped(2, 0, 7)  # a bound equal to the count is exact
+    assert (exact.total, exact.total_capped) == (7, False)
+    past = await capped(2, 50, 3)
+    assert past.rows == [] and (past.total, past.total_capped) == (7, False)
+    uncapped = await recall_operations.page(app_context, PageRequest(limit=2, tag="inventory"))
+    assert (uncapped.total, uncapped.total_capped) == (7, False)  # the tools' total: exact, whatever the page
