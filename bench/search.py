@@ -4,6 +4,12 @@
     python -m bench.search --thoughts 100000 --clients 1,16 --queries 200
     python -m bench.search --thoughts 100000 --model sentence-transformers/all-MiniLM-L6-v2-int8-dynamic
 
+Two commits in one sitting, on copies of one set (`cp -a` a set into two roots; `git archive <commit> | tar -x -C
+<dir>` for the other commit's source), the second run failing unless every 1-client answer is the first's:
+
+    python -m bench.search --sections http --data-root A --server-dir <dir> --answers base.json
+    python -m bench.search --sections http --data-root B --same-answers base.json
+
 `--model` (default: the served default model, multilingual-e5-small as `prepare-model` builds it) is the
 model everywhere: the data set's embeddings, the HTTP server's SYNAPTO_EMBEDDING__MODEL, the in-process
 runtime, the exact references and the quality section.
