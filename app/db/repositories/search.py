@@ -370,7 +370,7 @@ class SearchRepository:
         # With the project written into the statement, its `filter_project` value is left unused.
         parameters = {"vector": vector, "model": model_id, "pool": pool, **where.parameters()}
         result = await self._execute(_vector_leg_statement(where.shape, scan, project_id), parameters)
-        rows = [LegRow(id_, float(distance), created_at) for id_, distance, created_at in result.all()]
+        rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result.all()]
         return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
 
     async def lexical_statistics(self, query: str, where: SearchFilter) -> Bm25Query | None:
@@ -405,7 +405,7 @@ class SearchRepository:
             budget, cap = CANDIDATE_BUDGET * widen, CANDIDATE_CAP * widen
             parameters = {"pool": pool, **statistics.parameters(bm25, budget, cap), **where.parameters()}
             result = await self._execute(statement, parameters)
-            rows = [LegRow(id_, float(score), created_at) for id_, score, created_at in result.all()]
+            rows = [LegRow(row.id, float(row.score), row.created_at) for row in result.all()]
             probed = statistics.probed(budget)
             unreached = probed < len(statistics.lexemes) and (
                 len(rows) < page or rows[page - 1].score < statistics.unprobed_bound(probed, bm25)
@@ -456,7 +456,7 @@ class SearchRepository:
         if not thought_ids:
             return {}
         rows = (await self._execute(_preceding_statement(), {"ids": list(thought_ids)})).all()
-        return dict(rows)  # (id, before) pairs
+        return {row.id: row.before for row in rows}
 
     async def clusters_of(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID, str]]:
         """member id → (cluster id, cluster content) via `cluster` edges (cluster → member)."""
