@@ -4,6 +4,12 @@
     python -m bench.search --thoughts 100000 --clients 1,16 --queries 200
     python -m bench.search --thoughts 100000 --model sentence-transformers/all-MiniLM-L6-v2-int8-dynamic
 
+Two commits in one sitting, on copies of one set (`cp -a` a set into two roots; `git archive <commit> | tar -x -C
+<dir>` for the other commit's source), the second run failing unless every 1-client answer is the first's:
+
+    python -m bench.search --sections http --data-root A --server-dir <dir> --answers base.json
+    python -m bench.search --sections http --data-root B --same-answers base.json
+
 `--model` (default: the served default model, multilingual-e5-small as `prepare-model` builds it) is the
 model everywhere: the data set's embeddings, the HTTP server's SYNAPTO_EMBEDDING__MODEL, the in-process
 runtime, the exact references and the quality section.
@@ -82,6 +88,7 @@ from app.services.recall.search import SearchQuery, pool_size
 from app.services.scope import resolve_read_scope
 from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
 from bench.dataset import (
+    DATA_ROOT,
     PROJECTS,
     Dataset,
     SeedQuery,
@@ -265,15 +272,18 @@ class StatementClock:
 # ---------------------------------------------------------------- the HTTP server and clients
 
 
-def start_server(port: int, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+def start_server(port: int, env: dict[str, str], log_path: Path, source: Path | None = None) -> subprocess.Popen[bytes]:
+    """`source`: the folder whose `app` is served (the current directory's by default)."""
     with log_path.open("wb") as log:
         # One worker: the figures are of one serving process (its CPU is the server's; `--workers` is bench.load's).
         command = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=source)
 
 
 @asynccontextmanager
-async def http_server(url: str, work_dir: Path, meter: CpuMeter, threads: int | None, model: str) -> AsyncIterator[str]:
+async def http_server(
+    url: str, work_dir: Path, meter: CpuMeter, threads: int | None, model: str, source: Path | None = None
+) -> AsyncIterator[str]:
     """`python -m app serve` (create_http_app under uvicorn) serving `model` on a free loopback port; yields the
     /mcp URL."""
     port = free_port()
@@ -289,7 +299,7 @@ async def http_server(url: str, work_dir: Path, meter: CpuMeter, threads: int | 
     }
     if threads is not None:
         env["SYNAPTO_EMBEDDING__THREADS"] = str(threads)
-    server = start_server(port, env, work_dir / "server.log")
+    server = start_server(port, env, work_dir / "server.log", source)
     meter.server_pid = server.pid
     base = f"http://127.0.0.1:{port}"
     try:
@@ -333,11 +343,16 @@ def arguments_for(mode: Mode, queries: list[SeedQuery], small: list[SeedQuery], 
     return calls
 
 
-async def run_http(mcp_url: str, token: str, calls: list[dict[str, Any]], clients: int) -> tuple[list[float], float]:
-    """Every call once, spread over `clients` concurrent sessions; (latencies, wall seconds)."""
-    work: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    for call in calls:
-        work.put_nowait(call)
+async def run_http(
+    mcp_url: str, token: str, calls: list[dict[str, Any]], clients: int, answers: list[Any] | None = None
+) -> tuple[list[float], float]:
+    """Every call once, spread over `clients` concurrent sessions; (latencies, wall seconds). `answers`, when
+    given, receives each call's structured result at the call's index (for `--answers` / `--same-answers`)."""
+    work: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
+    for index, call in enumerate(calls):
+        work.put_nowait((index, call))
+    if answers is not None:
+        answers[:] = [None] * len(calls)
     latencies: list[float] = []
     ready = asyncio.Barrier(clients + 1)
     finished = asyncio.Event()
@@ -347,13 +362,16 @@ async def run_http(mcp_url: str, token: str, calls: list[dict[str, Any]], client
         async with mcp_session(mcp_url, token) as session:
             await ready.wait()
             while not work.empty():
-                arguments = work.get_nowait()
+                index, arguments = work.get_nowait()
                 started = time.perf_counter()
                 result = await session.call_tool("memory_recall", arguments)
                 latencies.append(time.perf_counter() - started)
                 if result.is_error:
                     detail = "".join(getattr(block, "text", "") for block in result.content)
                     raise SystemExit(f"search failed: {detail[:300]}")
+                if answers is not None:
+                    text_ = "".join(getattr(block, "text", "") for block in result.content)
+                    answers[index] = {"arguments": arguments, "structured": result.structured_content, "text": text_}
                 if len(latencies) == len(calls):
                     finished.set()
             await release.wait()  # every session stays open until all calls are done
@@ -368,6 +386,28 @@ async def run_http(mcp_url: str, token: str, calls: list[dict[str, Any]], client
     await asyncio.gather(*tasks)
     waiter.cancel()
     return latencies, wall
+
+
+def answer_differences(reference: dict[str, list[Any]], answers: dict[str, list[Any]]) -> list[str]:
+    """Where two runs' answers differ (`--same-answers`): per mode, every call's whole structured result and its
+    text (ids, their order, every meta key and warning; the content text mirrors it), in the order sent."""
+    differences: list[str] = []
+    for mode, calls in answers.items():
+        expected = reference.get(mode)
+        if expected is None:
+            differences.append(f"{mode}: not in the reference")
+            continue
+        if len(expected) != len(calls):
+            differences.append(f"{mode}: {len(calls)} calls, the reference has {len(expected)}")
+            continue
+        for index, (mine, theirs) in enumerate(zip(calls, expected, strict=True)):
+            if mine != theirs:
+                ids = [
+                    item.get("thought", {}).get("id")
+                    for item in (mine or {}).get("structured", {}).get("result", {}).get("items", [])
+                ]
+                differences.append(f"{mode} call {index}: differs (ids now {ids})")
+    return differences
 
 
 # ---------------------------------------------------------------- vector-leg statements for recall
@@ -558,7 +598,10 @@ async def prepare(dataset: Dataset, args: argparse.Namespace) -> Setup:
     )
 
 
-async def http_section(setup: Setup, mcp_url: str, args: argparse.Namespace, meter: CpuMeter) -> list[dict[str, Any]]:
+async def http_section(
+    setup: Setup, mcp_url: str, args: argparse.Namespace, meter: CpuMeter, answers: dict[str, list[Any]]
+) -> list[dict[str, Any]]:
+    """Latency and CPU per mode and client count; `answers` receives each 1-client mode's answers."""
     rows = []
     warm = arguments_for(MODES["hybrid"], generate_queries(20, seed=5), [], setup.ids)
     await run_http(mcp_url, setup.token, warm, 1)
@@ -569,9 +612,12 @@ async def http_section(setup: Setup, mcp_url: str, args: argparse.Namespace, met
         mode = MODES[name]
         calls = arguments_for(mode, setup.queries, setup.small, setup.ids)
         await run_http(mcp_url, setup.token, calls[: max(clients * 2, 10)], clients)  # warm this mode's path
+        recorded: list[Any] | None = [] if clients == 1 else None
         before = meter.snapshot()
-        latencies, wall = await run_http(mcp_url, setup.token, calls, clients)
+        latencies, wall = await run_http(mcp_url, setup.token, calls, clients, recorded)
         cpu = meter.since(before)
+        if recorded is not None:
+            answers[name] = recorded
         stats = summary_ms(latencies)
         row = {"mode": name, "clients": clients, **stats, "calls_per_s": round(len(latencies) / wall, 1), **cpu}
         rows.append(row)
@@ -821,6 +867,23 @@ async def full_pages(setup: Setup, context: AppContext, plan: str) -> dict[str, 
     return out
 
 
+def compare_answers(args: argparse.Namespace, answers: dict[str, list[Any]]) -> None:
+    """`--answers PATH`: keep this run's 1-client answers; `--same-answers PATH`: fail unless they are exactly
+    those of that earlier run (another commit's, on a copy of the same store: a latency cut must not change one)."""
+    if args.answers is not None:
+        args.answers.write_text(json.dumps(answers, default=str) + "\n")
+        print(f"answers: {args.answers} ({sum(len(calls) for calls in answers.values())} calls)", flush=True)
+    if args.same_answers is not None:
+        reference = json.loads(args.same_answers.read_text())
+        differences = answer_differences(reference, json.loads(json.dumps(answers, default=str)))
+        compared = sum(len(calls) for calls in answers.values())
+        for line in differences[:20]:
+            print(f"  answer differs: {line}", flush=True)
+        if differences:
+            raise SystemExit(f"{len(differences)} of {compared} answers differ from {args.same_answers}")
+        print(f"answers: all {compared} identical to {args.same_answers}", flush=True)
+
+
 async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
     meter = CpuMeter(dataset.pgdata)
     setup = await prepare(dataset, args)
@@ -840,9 +903,13 @@ async def main_async(dataset: Dataset, args: argparse.Namespace, work_dir: Path)
     try:
         sections = set(args.sections)
         if sections & {"http", "breakdown"}:
-            async with http_server(dataset.url, work_dir, meter, args.embed_threads, dataset.model) as mcp_url:
+            async with http_server(
+                dataset.url, work_dir, meter, args.embed_threads, dataset.model, args.server_dir
+            ) as mcp_url:
                 if "http" in sections:
-                    results["http"] = await http_section(setup, mcp_url, args, meter)
+                    answers: dict[str, list[Any]] = {}
+                    results["http"] = await http_section(setup, mcp_url, args, meter, answers)
+                    compare_answers(args, answers)
                 if "breakdown" in sections:
                     before = meter.snapshot()
                     results["breakdown"] = await breakdown_section(setup, mcp_url)
@@ -893,15 +960,27 @@ def main() -> None:
         "--embed-threads", type=int, help="SYNAPTO_EMBEDDING__THREADS for the server (default: the app's default)"
     )
     parser.add_argument(
+        "--data-root", type=Path, default=DATA_ROOT, help="the folder of the data sets (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--server-dir",
+        type=Path,
+        help="serve the `app` of this source folder instead of this one's (another commit, measured in one sitting)",
+    )
+    parser.add_argument("--answers", type=Path, help="write the 1-client HTTP answers here")
+    parser.add_argument(
+        "--same-answers", type=Path, help="fail unless the 1-client HTTP answers equal those of this --answers file"
+    )
+    parser.add_argument(
         "--json", type=Path, help="default: bench/results/search-<N>.json (MiniLM), search-<N>-<model folder>.json"
     )
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="synapto-bench-search-") as tmp,
-        open_dataset(args.thoughts, model=args.model) as dataset,
+        open_dataset(args.thoughts, root=args.data_root, model=args.model) as dataset,
     ):
         results = asyncio.run(main_async(dataset, args, Path(tmp)))
-    target = args.json or RESULTS / f"search-{dataset_dir(args.thoughts, args.model).name}.json"
+    target = args.json or RESULTS / f"search-{dataset_dir(args.thoughts, args.model, args.data_root).name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(f"results: {target}")

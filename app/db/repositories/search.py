@@ -370,7 +370,7 @@ class SearchRepository:
         # With the project written into the statement, its `filter_project` value is left unused.
         parameters = {"vector": vector, "model": model_id, "pool": pool, **where.parameters()}
         result = await self._execute(_vector_leg_statement(where.shape, scan, project_id), parameters)
-        rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result]
+        rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result.all()]
         return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
 
     async def lexical_statistics(self, query: str, where: SearchFilter) -> Bm25Query | None:
@@ -404,9 +404,8 @@ class SearchRepository:
         for widen in passes:
             budget, cap = CANDIDATE_BUDGET * widen, CANDIDATE_CAP * widen
             parameters = {"pool": pool, **statistics.parameters(bm25, budget, cap), **where.parameters()}
-            rows = [
-                LegRow(row.id, float(row.score), row.created_at) for row in await self._execute(statement, parameters)
-            ]
+            result = await self._execute(statement, parameters)
+            rows = [LegRow(row.id, float(row.score), row.created_at) for row in result.all()]
             probed = statistics.probed(budget)
             unreached = probed < len(statistics.lexemes) and (
                 len(rows) < page or rows[page - 1].score < statistics.unprobed_bound(probed, bm25)
@@ -425,7 +424,7 @@ class SearchRepository:
         parameters: dict[str, Any] = {"ids": list(thought_ids)}
         if vector is not None:
             parameters |= {"vector": vector, "model": model_id}
-        rows = await self._execute(_page_statement(vector is not None), parameters)
+        rows = (await self._execute(_page_statement(vector is not None), parameters)).all()
         return {row.id: _page_row(row) for row in rows}
 
     async def by_id_range(
@@ -456,7 +455,7 @@ class SearchRepository:
         """thought id → the id stored just before it in its project (None for a project's first)."""
         if not thought_ids:
             return {}
-        rows = await self._execute(_preceding_statement(), {"ids": list(thought_ids)})
+        rows = (await self._execute(_preceding_statement(), {"ids": list(thought_ids)})).all()
         return {row.id: row.before for row in rows}
 
     async def clusters_of(self, thought_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID, str]]:

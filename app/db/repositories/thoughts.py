@@ -108,7 +108,9 @@ class FilterShape(NamedTuple):
         if self.project:
             clauses.append(Thought.project_id == param("filter_project", UUID(as_uuid=True)))
         if self.statuses:
-            clauses.append(Thought.status.in_(self.statuses))
+            # A bound parameter per status, not an expanding IN: a statement built once keeps its SQL text, where an
+            # expanding list is rendered into it again at every execution (docs/BENCHMARKS.md, "Twelfth round").
+            clauses.append(Thought.status.in_([literal(status, Thought.status.type) for status in self.statuses]))
         if self.tag:
             clauses.append(Thought.tags.contains(param("filter_tags", ARRAY(Text))))
         if self.is_cluster is not None:

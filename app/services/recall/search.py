@@ -353,7 +353,8 @@ class SearchService:
             if query.recency_weight > 0:
                 candidate.recency_score = recency(candidate.created_at, query.recency_half_life_days, now)
                 candidate.final_score += query.recency_weight * candidate.recency_score
-        return sorted(candidates, key=lambda row: (-row.final_score, -row.rrf_score, str(row.id)))
+        # The id as a UUID orders as its canonical text does (fixed-width lowercase hex), without a str per row.
+        return sorted(candidates, key=lambda row: (-row.final_score, -row.rrf_score, row.id))
 
     async def _hits(
         self,
