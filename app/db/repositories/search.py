@@ -100,28 +100,48 @@ class PageRow(NamedTuple):
 def _vector_leg_statement(
     shape: FilterShape, scan: VectorScan, project_id: uuid.UUID | None
 ) -> Select[*tuple[Any, ...]]:
-    """Nearest first, as `scan` says:
-    - SHARED_INDEX: through the HNSW index of every thought, the filter inside the walk;
+    """Nearest first by the full-precision cosine distance, as `scan` says:
+    - SHARED_INDEX: the first `pool` rows of a walk of the HNSW index of every thought (the filter inside the
+      walk), re-ranked by the full-precision distance;
     - EXACT: by the full-precision distance, which no index serves, so a small project's rows are read through
       its btree and sorted, none converted to half precision;
-    - PROJECT_INDEX: through the project's own HNSW index. The project is written into the statement (a uuid,
-      `project_id`): only then can PostgreSQL match the index's predicate, in a generic plan too.
+    - PROJECT_INDEX: as SHARED_INDEX through the project's own HNSW index. The project is written into the
+      statement (a uuid, `project_id`): only then can PostgreSQL match the index's predicate, in a generic plan
+      too.
+
+    The re-rank: the graph ranks by the inner product of normalised half-precision vectors (halfvec_cosine_ops),
+    within ~1e-3 of the full-precision distance, and e5's neighbours lie closer together than that, so the walk's
+    own order swaps rows across the page's edge and its distances are not the ones an exact scan reports. A cosine
+    per row the walk already read, nothing more walked: a wider re-ranked list (the walk's whole ef_search list)
+    recalled no more at 10 k unless it made the iterative scan walk a second stretch, which is a longer walk's
+    price (docs/BENCHMARKS.md, twelfth round).
     """
     vector = vector_param("vector")
-    exact = scan is VectorScan.EXACT
-    distance = Thought.embedding.cosine_distance(vector) if exact else index_distance(Thought.embedding, vector)
     clauses = shape.clauses()
     if scan is VectorScan.PROJECT_INDEX and project_id is not None:
         clauses = [
             Thought.project_id == literal_column(f"'{project_id}'::uuid"),
             *shape._replace(project=False).clauses(),
         ]
-    return (
-        select(Thought.id, distance.label("distance"), Thought.created_at)
-        .where(Thought.embedding_model == bindparam("model"), *clauses)
-        .order_by(distance)
-        .limit(bindparam("pool", type_=Integer))
+    in_scope = (Thought.embedding_model == bindparam("model"), *clauses)
+    pool = bindparam("pool", type_=Integer)
+    if scan is VectorScan.EXACT:
+        distance = Thought.embedding.cosine_distance(vector)
+        return (
+            select(Thought.id, distance.label("distance"), Thought.created_at)
+            .where(*in_scope)
+            .order_by(distance)
+            .limit(pool)
+        )
+    walk = (
+        select(Thought.id, Thought.embedding, Thought.created_at)
+        .where(*in_scope)
+        .order_by(index_distance(Thought.embedding, vector))
+        .limit(pool)
+        .subquery("walk")
     )
+    distance = walk.c.embedding.cosine_distance(vector)
+    return select(walk.c.id, distance.label("distance"), walk.c.created_at).order_by(distance, walk.c.id).limit(pool)
 
 
 @lru_cache(maxsize=2)
@@ -356,8 +376,9 @@ class SearchRepository:
         return await execute_core(self.session, statement, parameters)
 
     async def vector_leg(self, vector: Sequence[float], model_id: str, where: SearchFilter, pool: int) -> list[LegRow]:
-        """Nearest first by cosine distance; filters run inside the HNSW scan (the session's iterative scan),
-        through the shared index or the project's own, or an exact scan of a small project (`where.vector_scan`).
+        """Nearest first by full-precision cosine distance; filters run inside the HNSW scan (the session's
+        iterative scan), through the shared index or the project's own, whose candidates are re-ranked, or an
+        exact scan of a small project (`where.vector_scan`).
 
         The connection's session settings (app.db.vector.configure_vector_session) cover the default pool;
         a larger pool widens ef_search for this transaction only.
@@ -370,8 +391,7 @@ class SearchRepository:
         # With the project written into the statement, its `filter_project` value is left unused.
         parameters = {"vector": vector, "model": model_id, "pool": pool, **where.parameters()}
         result = await self._execute(_vector_leg_statement(where.shape, scan, project_id), parameters)
-        rows = [LegRow(row.id, float(row.distance), row.created_at) for row in result.all()]
-        return sorted(rows, key=lambda row: row.score)  # relaxed order: re-sort the few we got
+        return [LegRow(row.id, float(row.distance), row.created_at) for row in result.all()]
 
     async def lexical_statistics(self, query: str, where: SearchFilter) -> Bm25Query | None:
         """The query's lexemes that some thought of the scope holds, with their BM25 statistics; None when

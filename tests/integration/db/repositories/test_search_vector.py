@@ -1,0 +1,65 @@
+"""The vector leg through an HNSW graph answers in the order of the full-precision cosine distance: the graph's
+half-precision order is re-ranked (app.db.repositories.search._vector_leg_statement)."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import text
+
+from app.db.models import ThoughtStatus
+from app.db.repositories.search import SearchRepository
+from app.db.repositories.thoughts import ThoughtFilter, VectorScan
+from tests.support.helpers import ToolCaller
+from tests.support.search import PROFILE, bulk, execute, register, rows
+
+DIMENSIONS = 384
+QUERY = [1.0] + [0.0] * (DIMENSIONS - 1)
+# Two rows 2.6e-5 apart in cosine distance to QUERY (NEARER 0.143797, FARTHER 0.143822), as e5's near ties are,
+# which the graph holds in the other order: it keeps each vector normalised and rounded to half precision and ranks
+# by their inner product (pgvector's halfvec_cosine_ops), -0.85596 against -0.85645. Found by a search over rounded
+# 4-component vectors.
+NEARER = [0.8562, 0.4248, 0.2311, 0.1818] + [0.0] * (DIMENSIONS - 4)
+FARTHER = [0.8562, 0.0329, 0.5012, 0.1212] + [0.0] * (DIMENSIONS - 4)
+VECTOR = "CAST(:q AS vector)"
+
+
+def _literal(vector: list[float]) -> str:
+    return "[" + ",".join(repr(value) for value in vector) + "]"
+
+
+async def test_the_walk_s_rows_come_in_full_precision_order_with_full_precision_distances(
+    writer: ToolCaller, reader: ToolCaller
+) -> None:
+    project = await register(writer, "Garden", "/work/garden")
+    ids = await bulk(writer, [f"garden bed {n} watered on day {n}" for n in range(6)], cwd="/work/garden")
+    nearer, farther = uuid.UUID(ids[0]), uuid.UUID(ids[1])
+    for thought_id, vector in ((nearer, NEARER), (farther, FARTHER)):
+        await execute(
+            writer.context,
+            "UPDATE thought SET embedding = CAST(:vector AS vector) WHERE id = :id",
+            vector=_literal(vector),
+            id=thought_id,
+        )
+    query = _literal(QUERY)
+    full = await rows(reader.context, f"SELECT id FROM thought ORDER BY embedding <=> {VECTOR} LIMIT 2", q=query)
+    assert [row.id for row in full] == [nearer, farther]
+    async with reader.context.db.unit_of_work() as session:
+        await session.execute(text("SET LOCAL enable_seqscan = off"))
+        walk = await session.execute(
+            text(f"SELECT id FROM thought ORDER BY embedding::halfvec(384) <=> {VECTOR}::halfvec(384) LIMIT 2"),
+            {"q": query},
+        )
+        assert [row.id for row in walk] == [farther, nearer]  # the graph's own order
+
+    for scope in (None, uuid.UUID(project["id"])):  # unscoped, and a project walking the shared graph
+        async with reader.context.db.unit_of_work() as session:
+            await session.execute(text("SET LOCAL enable_seqscan = off"))  # the graph walk, not a sort of the table
+            where = ThoughtFilter(scope, (ThoughtStatus.active,), vector_scan=VectorScan.SHARED_INDEX)
+            leg = await SearchRepository(session).vector_leg(QUERY, PROFILE.model_id, where, 100)
+            exact = await session.execute(
+                text(f"SELECT id, embedding <=> {VECTOR} AS distance FROM thought"), {"q": query}
+            )
+            distance = {row.id: float(row.distance) for row in exact}
+        assert [row.id for row in leg[:2]] == [nearer, farther], scope
+        assert [row.score for row in leg] == sorted(distance.values()), scope  # every row, at full precision
