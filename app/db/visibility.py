@@ -23,8 +23,9 @@ for Core execution — and reads the caller's memberships inside itself (a subqu
 - any other Core statement that names a project-scoped table is refused with `UnscopedStatement`: a statement
   that forgot the rule fails in the tests that call every action as a restricted caller, it never leaks.
 
-Writes need a role in the project they change (app.services.admin.membership.require_role): the caller's roles are
-read once per unit of work, by the first write that asks (`resolved`). The local user (stdio, auth mode none),
+Writes need a role in the project they change (app.services.admin.membership.require_role): the caller's roles in
+those projects are read by the write that asks (`roles_in`), every project's only where a write picks among them
+(`resolved`, once per unit of work). The local user (stdio, auth mode none),
 the background jobs and the CLI run every statement unchanged.
 """
 
