@@ -32,7 +32,11 @@ subprocess, 1 client), scoped to projects of each size class and unscoped; `reca
 recall@10 against exact search per class; `plan` EXPLAIN ANALYZE's Planning Time of the vector leg per class,
 the locks and the relation cache one search takes; `sizes` disk and index sizes, shared_buffers; `tenancy`
 (separate, meant for the 10 k store): 0 … 1000 partial HNSW indexes against planning time, locks, backend memory
-and insert cost. Results: bench/results/scale-<N>.json (gitignored); the store stays in bench/.data/scale-<N>.
+and insert cost; `cost` PostgreSQL's CPU per inserted row with every index and with each dropped in turn (the
+shared graph, the project's own, the GINs, the content btree), per size class. `--synthetic-base`: the same plan
+with hashed bag-of-words vectors instead of the e5 set (stores bench/.data/scale-synthetic-<N>), for the write
+sections when the e5 set is not there. Results: bench/results/scale-<N>.json (gitignored); the store stays in
+bench/.data/scale-<N>.
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ import asyncio
 import hashlib
 import json
 import math
+import os
 import random
+import re
 import statistics
 import tempfile
 import time
@@ -79,6 +85,7 @@ from bench.dataset import (
     PROJECTS,
     admin_principal,
     dataset_dir,
+    generate,
     generate_queries,
     model_cache_dir,
     offline_runtime,
@@ -182,6 +189,32 @@ def load_base(model: str) -> Base:
         base = asyncio.run(_read_base(dataset.url, model))
     if len(base.rows) != BASE_N:
         raise SystemExit(f"base: {len(base.rows)} thoughts found, {BASE_N} wanted")
+    SCALE_ROOT.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, vectors=base.vectors, vocab=base.vocab)
+    rows_file.write_text(json.dumps(base.rows))
+    return base
+
+
+def synthetic_base() -> Base:
+    """bench.dataset's 100 k contents, tags and status in the real base's order, each with a hashed bag-of-words
+    random projection (normalised) for a vector: for measuring writes without the e5 set (a store of its own,
+    `--synthetic-base`); its vectors are not the model's, so its recall and latency say nothing."""
+    cache = SCALE_ROOT / f"synthetic-base-{BASE_N}.npz"
+    rows_file = SCALE_ROOT / f"synthetic-base-{BASE_N}.json"
+    if cache.exists() and rows_file.exists():
+        arrays = np.load(cache)
+        return Base(arrays["vectors"], arrays["vocab"], json.loads(rows_file.read_text()))
+    thoughts = generate(BASE_N)
+    thoughts.sort(key=lambda t: (PROJECTS[t.project].name, hashlib.md5(t.content.encode()).hexdigest()))
+    table = np.random.default_rng(7).standard_normal((1 << 16, 384)).astype(np.float32)
+    vectors = np.zeros((len(thoughts), table.shape[1]), dtype=np.float32)
+    for i, thought in enumerate(thoughts):
+        words = re.findall(r"\w+", thought.content.lower())
+        slots = [int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "little") & 0xFFFF for w in words]
+        vectors[i] = table[slots].sum(axis=0)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rows = [{"content": t.content, "tags": list(t.tags), "status": t.status} for t in thoughts]
+    base = Base(vectors, np.array([t.project for t in thoughts], dtype=np.int8), rows)
     SCALE_ROOT.mkdir(parents=True, exist_ok=True)
     np.savez(cache, vectors=base.vectors, vocab=base.vocab)
     rows_file.write_text(json.dumps(base.rows))
@@ -389,8 +422,8 @@ async def build(store: Store, base: Base, model: str) -> None:
         await db.dispose()
 
 
-def open_store(n: int) -> Store:
-    data_dir = SCALE_ROOT.parent / f"scale-{n}"
+def open_store(n: int, *, synthetic: bool = False) -> Store:
+    data_dir = SCALE_ROOT.parent / (f"scale-synthetic-{n}" if synthetic else f"scale-{n}")
     embedded = EmbeddedPostgres(data_dir, server_settings=tuned_server_settings())
     url = embedded.start()
     migrations.upgrade(url)
@@ -670,6 +703,85 @@ async def writes_section(store: Store, probe: Probe, base: Base, rows: int) -> d
     return out
 
 
+# ---------------------------------------------------------------- what a row costs PostgreSQL, by index
+
+COST_INSERT = """
+INSERT INTO thought (id, project_id, content, status, tags, embedding, embedding_model)
+SELECT gen_random_uuid(), s.project_id, 'cost probe ' || s.content, s.status, s.tags,
+       l2_normalize(s.embedding + (SELECT array_agg((random() - 0.5) * 0.02)::real[]
+                                   FROM generate_series(1, 384) WHERE s.id IS NOT NULL)::vector),
+       s.embedding_model
+FROM (SELECT * FROM thought WHERE project_id = :project ORDER BY id LIMIT :rows) s
+"""
+CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _backend_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text()
+    fields_after = fields[fields.rindex(")") + 2 :].split()
+    return (int(fields_after[11]) + int(fields_after[12])) / CLOCK_TICK
+
+
+async def _insert_cost(url: str, project_id: uuid.UUID, rows: int, drop: Sequence[str]) -> float:
+    """Backend CPU seconds per row of one INSERT of up to `rows` copies of the project's rows (vectors perturbed),
+    with the indexes `drop` dropped, all in a transaction rolled back (PostgreSQL on this machine: /proc)."""
+    db = untimed(url)
+    try:
+        async with db.engine.connect() as connection:
+            transaction = await connection.begin()
+            pid = int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+            for name in drop:
+                await connection.execute(text(f'DROP INDEX "{name}"'))
+            source = (
+                "SELECT count(*) FROM (SELECT * FROM thought WHERE project_id = :project ORDER BY id LIMIT :rows) s"
+            )
+            await connection.execute(text(source), {"project": project_id, "rows": rows})  # read once: cached
+            before = _backend_cpu_s(pid)
+            inserted = await connection.execute(text(COST_INSERT), {"project": project_id, "rows": rows})
+            used = _backend_cpu_s(pid) - before
+            await transaction.rollback()
+            return used / max(inserted.rowcount, 1)
+    finally:
+        await db.dispose()
+
+
+async def cost_section(probe: Probe, rows: int = 100, repeats: int = 3) -> dict[str, Any]:
+    """What a row's INSERT costs PostgreSQL in CPU (load-independent), and each index's share: the first
+    project of each size class (up to `rows` copies of its rows), every index and then one dropped at a time (the
+    shared graph, the project's own, the GIN indexes, the content btree), median of `repeats`, in ms per row. The
+    CPU clock ticks at 10 ms: a small project's few rows say little."""
+    out: dict[str, Any] = {"rows": rows, "repeats": repeats}
+    async with probe.db.unit_of_work() as session:
+        own = set(
+            (
+                await session.execute(
+                    text("SELECT relname FROM pg_class WHERE starts_with(relname, :p)"), {"p": project_indexes.PREFIX}
+                )
+            )
+            .scalars()
+            .all()
+        )
+    for name, (low, _high) in CLASSES.items():
+        project = probe.projects[low]
+        own_index = project_indexes.project_index_name(project.id)
+        variants: dict[str, list[str]] = {
+            "every index": [],
+            "without the shared HNSW": [HNSW_INDEX],
+            "without ix_thought_project_tsv": ["ix_thought_project_tsv"],
+            "without ix_thought_tags": ["ix_thought_tags"],
+            "without ix_thought_project_content_md5": ["ix_thought_project_content_md5"],
+        }
+        if own_index in own:
+            variants["without its own HNSW"] = [own_index]
+        measured = {}
+        for label, drop in variants.items():
+            seconds = [await _insert_cost(probe.url, project.id, rows, drop) for _ in range(repeats)]
+            measured[label] = round(statistics.median(seconds) * 1000, 2)
+        out[f"{name} (t{low:04d}, own graph: {own_index in own})"] = measured
+        print(f"  cost {name:<7} own graph {own_index in own!s:<5}: {measured} ms CPU per row", flush=True)
+    return out
+
+
 # ---------------------------------------------------------------- many partial indexes (the tenancy section)
 
 
@@ -800,7 +912,7 @@ async def measure(store: Store, base: Base, args: argparse.Namespace, work_dir: 
         "thoughts": store.n,
         "model": args.model,
         "machine": machine(),
-        "load_start": [round(x, 2) for x in __import__("os").getloadavg()],
+        "load_start": [round(x, 2) for x in os.getloadavg()],
         "classes": {
             name: {"projects": high - low, "sizes": [min(sizes[low:high]), max(sizes[low:high])]}
             for name, (low, high) in CLASSES.items()
@@ -818,12 +930,16 @@ async def measure(store: Store, base: Base, args: argparse.Namespace, work_dir: 
         if "recall" in sections:
             results["recall"] = await recall_section(probe, args.recall_queries)
         if "writes" in sections:
+            before = CpuMeter(store.embedded.pgdata).snapshot()
             results["writes"] = await writes_section(store, probe, base, args.write_rows)
+            results["writes"]["cpu"] = CpuMeter(store.embedded.pgdata).since(before)  # the probe rows' DELETE too
+        if "cost" in sections:
+            results["cost"] = await cost_section(probe)
         if "tenancy" in sections:
             results["tenancy"] = await tenancy_section(store, probe, base, args.tenancy)
     finally:
         await probe.db.dispose()
-    results["load_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
+    results["load_end"] = [round(x, 2) for x in os.getloadavg()]
     return results
 
 
@@ -841,7 +957,13 @@ def main() -> None:
         "--sections",
         type=lambda v: v.split(","),
         default=DEFAULT_SECTIONS,
-        help="comma-separated subset of sizes,http,plan,recall,writes,tenancy (build only: none)",
+        help="comma-separated subset of sizes,http,plan,recall,writes,cost,tenancy (build only: none)",
+    )
+    parser.add_argument(
+        "--synthetic-base",
+        action="store_true",
+        help="vectors from a hashed bag-of-words projection instead of the e5 set (stores scale-synthetic-<N>): "
+        "for the write sections (writes, cost) when the e5 set is not there; recall and latency mean nothing",
     )
     parser.add_argument(
         "--as-it-stands",
@@ -851,15 +973,17 @@ def main() -> None:
     parser.add_argument("--write-rows", type=int, default=2000, help="thoughts the writes section stores")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    base = load_base(args.model)
-    store = open_store(args.thoughts)
+    base = synthetic_base() if args.synthetic_base else load_base(args.model)
+    store = open_store(args.thoughts, synthetic=args.synthetic_base)
     try:
         if not args.as_it_stands:
             asyncio.run(build(store, base, args.model))
         if args.sections != ["none"]:
             with tempfile.TemporaryDirectory(prefix="synapto-bench-scale-") as tmp:
                 results = asyncio.run(measure(store, base, args, Path(tmp)))
-            suffix = "" if args.sections == DEFAULT_SECTIONS else "-" + "-".join(args.sections)
+            suffix = ("-synthetic" if args.synthetic_base else "") + (
+                "" if args.sections == DEFAULT_SECTIONS else "-" + "-".join(args.sections)
+            )
             target = args.json or RESULTS / f"scale-{args.thoughts}{suffix}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(results, indent=2, default=str) + "\n")

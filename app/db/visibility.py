@@ -23,8 +23,9 @@ for Core execution — and reads the caller's memberships inside itself (a subqu
 - any other Core statement that names a project-scoped table is refused with `UnscopedStatement`: a statement
   that forgot the rule fails in the tests that call every action as a restricted caller, it never leaks.
 
-Writes need a role in the project they change (app.services.admin.membership.require_role): the caller's roles are
-read once per unit of work, by the first write that asks (`resolved`). The local user (stdio, auth mode none),
+Writes need a role in the project they change (app.services.admin.membership.require_role): the caller's roles in
+those projects are read by the write that asks (`roles_in`), every project's only where a write picks among them
+(`resolved`, once per unit of work). The local user (stdio, auth mode none),
 the background jobs and the CLI run every statement unchanged.
 """
 
@@ -32,14 +33,14 @@ from __future__ import annotations
 
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Delete, Insert, Select, TextClause, Update, and_, bindparam, event, exists, or_, select
-from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy import Delete, Insert, Select, TextClause, Update, and_, any_, bindparam, event, exists, or_, select
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
 from sqlalchemy.sql import util as sql_util
@@ -139,13 +140,17 @@ _MEMBERSHIPS = (
         ),
     )
 )
+# The same rows for some projects only: what a write's role check reads (`roles_in`).
+_MEMBERSHIPS_OF = _MEMBERSHIPS.where(Project.id == any_(bindparam("project_ids", type_=ARRAY(UUID(as_uuid=True)))))
 CALLER_KEY = "synaptomind.caller"
 RESOLVED_KEY = "synaptomind.visibility"
+ROLES_KEY = "synaptomind.roles"  # {project id: role} read by `roles_in` in this unit of work (visible ones only)
+_BY_RANK = {rank: role for role, rank in ROLE_RANK.items()}
 
 
-async def _resolve(session: AsyncSession, caller: Caller) -> Visibility:
-    connection = await session.connection()
-    rows = (await connection.execute(_MEMBERSHIPS, {"user_id": caller.principal.user_id})).all()
+def _effective_roles(caller: Caller, rows: Sequence[Any]) -> tuple[dict[uuid.UUID, Role], set[uuid.UUID]]:
+    """{project: role} of the projects visible to the caller among (project id, membership role) rows, each the
+    lower of their global role and their strongest role there; and every project the rows name."""
     ceiling = ROLE_RANK[caller.principal.role]
     ranks: dict[uuid.UUID, int] = {}
     projects: set[uuid.UUID] = set()
@@ -153,10 +158,14 @@ async def _resolve(session: AsyncSession, caller: Caller) -> Visibility:
         projects.add(project_id)
         if role is not None:
             ranks[project_id] = max(ranks.get(project_id, 0), min(ceiling, ROLE_RANK[Role(role)]))
-    by_rank = {rank: role for role, rank in ROLE_RANK.items()}
-    return Visibility(
-        caller, {project_id: by_rank[rank] for project_id, rank in ranks.items()}, len(ranks) == len(projects)
-    )
+    return {project_id: _BY_RANK[rank] for project_id, rank in ranks.items()}, projects
+
+
+async def _resolve(session: AsyncSession, caller: Caller) -> Visibility:
+    connection = await session.connection()
+    rows = (await connection.execute(_MEMBERSHIPS, {"user_id": caller.principal.user_id})).all()
+    roles, projects = _effective_roles(caller, rows)
+    return Visibility(caller, roles, len(roles) == len(projects))
 
 
 async def install(session: AsyncSession) -> None:
@@ -183,9 +192,38 @@ async def resolved(session: AsyncSession) -> Visibility | None:
     return found
 
 
+async def roles_in(
+    session: AsyncSession, project_ids: Iterable[uuid.UUID]
+) -> tuple[Caller, dict[uuid.UUID, Role | None]] | None:
+    """The caller's role in each project given (None: not visible to them); None outside a restricted call.
+
+    A write's role check needs the projects it changes, not all of them: reading every project's membership row
+    for each call was ~12 ms of the ~28 ms of Python CPU a 1-row bulk_create took at 1,000 projects
+    (docs/BENCHMARKS.md, "Many tenants"). So only the projects this unit of work has not yet seen visible are read
+    (one query), as `resolved` would have read them again; its full read, when a call made one, answers too.
+    """
+    caller = caller_of(session)
+    if caller is None:
+        return None
+    wanted = set(project_ids)
+    full = session.info.get(RESOLVED_KEY)
+    known: dict[uuid.UUID, Role] = dict(full.roles) if isinstance(full, Visibility) else {}
+    known.update(session.info.get(ROLES_KEY, {}))
+    missing = sorted(wanted - known.keys())
+    if missing:
+        connection = await session.connection()
+        parameters = {"user_id": caller.principal.user_id, "project_ids": missing}
+        rows = (await connection.execute(_MEMBERSHIPS_OF, parameters)).all()
+        found, _ = _effective_roles(caller, rows)
+        session.info.setdefault(ROLES_KEY, {}).update(found)
+        known.update(found)
+    return caller, {project_id: known.get(project_id) for project_id in wanted}
+
+
 def forget_roles(session: AsyncSession) -> None:
     """The caller's roles are read again when next asked (a project was created in this unit of work)."""
     session.info.pop(RESOLVED_KEY, None)
+    session.info.pop(ROLES_KEY, None)
 
 
 async def refresh_visibility(session: AsyncSession) -> Visibility | None:

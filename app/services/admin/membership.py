@@ -20,7 +20,7 @@ from app.db.repositories.members import MemberRepository, MemberRow
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
 from app.db.repositories.users import UserRepository
-from app.db.visibility import ROLE_RANK, refresh_visibility, resolved
+from app.db.visibility import ROLE_RANK, refresh_visibility, resolved, roles_in
 from app.errors import bad_request, conflict, forbidden, not_found
 
 
@@ -37,16 +37,13 @@ async def require_role(session: AsyncSession, project_ids: Iterable[uuid.UUID], 
     are a reader there. Outside a restricted call (the local user, jobs, the CLI) everything is allowed. A
     project the unit of work has not met yet (created by another call since it began) is looked up again.
     """
-    visibility = await resolved(session)
-    if visibility is None:
+    found = await roles_in(session, project_ids)
+    if found is None:
         return
-    project_ids = set(project_ids)
-    if any(visibility.role_in(project_id) is None for project_id in project_ids):
-        visibility = await refresh_visibility(session) or visibility
-    caller = visibility.caller
+    caller, roles = found
     needed = needs or caller.needs
-    for project_id in sorted(set(project_ids)):
-        role = visibility.role_in(project_id) or Role.reader
+    for project_id in sorted(roles):
+        role = roles[project_id] or Role.reader
         if ROLE_RANK[role] < ROLE_RANK[needed]:
             raise forbidden(role_refusal(caller.call, needed, caller.principal.name, role))
 
