@@ -8,8 +8,9 @@ import uuid
 from sqlalchemy import text
 
 from app.db.models import ThoughtStatus
-from app.db.repositories.search import SearchRepository
+from app.db.repositories.search import UNSCOPED_EF_SEARCH, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, VectorScan
+from app.db.vector import HNSW_EF_SEARCH
 from tests.support.helpers import ToolCaller
 from tests.support.search import PROFILE, bulk, execute, register, rows
 
@@ -63,3 +64,19 @@ async def test_the_walk_s_rows_come_in_full_precision_order_with_full_precision_
             distance = {row.id: float(row.distance) for row in exact}
         assert [row.id for row in leg[:2]] == [nearer, farther], scope
         assert [row.score for row in leg] == sorted(distance.values()), scope  # every row, at full precision
+
+
+async def test_an_unscoped_walk_widens_its_candidate_list_and_a_scoped_one_keeps_the_session_s(
+    writer: ToolCaller, reader: ToolCaller
+) -> None:
+    """Every project's walk of the shared graph runs at UNSCOPED_EF_SEARCH (e5's recall@10 at 100 k: 0.946 at the
+    session's 200, 0.959 at 400); a project's walk stays at the session's HNSW_EF_SEARCH, for this transaction."""
+    project = await register(writer, "Orchard", "/work/orchard")
+    await bulk(writer, [f"orchard row {n} pruned in week {n}" for n in range(4)], cwd="/work/orchard")
+    for scope, expected in ((None, UNSCOPED_EF_SEARCH), (uuid.UUID(project["id"]), HNSW_EF_SEARCH)):
+        async with reader.context.db.unit_of_work() as session:
+            where = ThoughtFilter(scope, (ThoughtStatus.active,), vector_scan=VectorScan.SHARED_INDEX)
+            await SearchRepository(session).vector_leg(QUERY, PROFILE.model_id, where, 100)
+            setting = await session.execute(text("SELECT current_setting('hnsw.ef_search')"))
+            assert int(setting.scalar_one()) == expected
+    assert UNSCOPED_EF_SEARCH > HNSW_EF_SEARCH
