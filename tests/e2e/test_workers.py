@@ -57,14 +57,19 @@ def worker_pids(server: subprocess.Popen[bytes]) -> set[int]:
     return {child.pid for child in children if "spawn_main" in " ".join(child.cmdline())}
 
 
-def owner(connection: http.client.HTTPConnection, workers: set[int], port: int) -> int:
-    """The worker that accepted this (kept-alive) connection."""
+def owner(connection: http.client.HTTPConnection, workers: set[int], port: int, wait: float = 20.0) -> int:
+    """The worker that accepted this (kept-alive) connection. The handshake completes in the kernel before a
+    worker's accept(): on a busy box that takes a while, so look again until `wait` seconds have passed."""
     local = connection.sock.getsockname()[1]
-    for pid in workers:
-        for held in psutil.Process(pid).net_connections("tcp"):
-            if held.status == psutil.CONN_ESTABLISHED and held.laddr.port == port and held.raddr.port == local:
-                return pid
-    raise AssertionError(f"no worker holds the connection from port {local}")
+    deadline = time.monotonic() + wait
+    while True:
+        for pid in workers:
+            for held in psutil.Process(pid).net_connections("tcp"):
+                if held.status == psutil.CONN_ESTABLISHED and held.laddr.port == port and held.raddr.port == local:
+                    return pid
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no worker holds the connection from port {local}")
+        time.sleep(0.05)
 
 
 def call(connection: http.client.HTTPConnection, token: str, name: str, arguments: dict[str, object]) -> str | None:
@@ -89,7 +94,6 @@ def connections_on_every_worker(port: int, workers: set[int]) -> dict[int, http.
     for _ in range(40):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         connection.connect()
-        time.sleep(0.05)  # accepted
         pid = owner(connection, workers, port)
         if pid in held:
             spare.append(connection)
