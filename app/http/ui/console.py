@@ -80,6 +80,11 @@ class Console:
         response.headers["Cache-Control"] = "no-store"
         return response
 
+    @property
+    def signs_in_locally(self) -> bool:
+        """Auth mode `none`: everyone is the local user, with no session."""
+        return self.config.local is not None
+
     def csrf(self, session: SessionData | None) -> str:
         """The forms' CSRF token: the session's, or with auth mode `none` one derived from the signing key."""
         return session.csrf if session else self.config.codec.local_csrf()

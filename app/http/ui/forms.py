@@ -1,4 +1,4 @@
-"""The console's forms: a posted form read with a cap and its CSRF token checked (`read_form`, `posting`), and
+"""The console's forms: a posted form read with a cap (`read_form`; its CSRF check, `posting`, is page.py's), and
 fields that speak to people: a typed value read back with the message for its field, and a refusal put next to the
 field it names, in words (never pydantic's text or the tool's argument name).
 
@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 from urllib.parse import parse_qs
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
-
-from app.http.ui.session import same_token
-
-if TYPE_CHECKING:
-    from app.http.ui.page import FormHandler, Page, PageHandler
 
 # the largest console form: a page of selected ids (≤ 50 × 36 characters) beside a summary (≤ 720 characters)
 FORM_LIMIT = 16 * 1024
@@ -162,21 +156,3 @@ def csrf_refusal() -> NoReturn:
     raise HTTPException(
         403, "Forbidden: the form's CSRF token is missing or stale. Reload the page and submit it again."
     )
-
-
-async def posted(page: Page) -> Form:
-    """A signed-in form's fields, once their size and CSRF token pass (403 without its token, 413 past FORM_LIMIT)."""
-    form = await read_form(page.request)
-    if not same_token(page.csrf, form.get("csrf")):
-        csrf_refusal()
-    return form
-
-
-def posting(handler: FormHandler) -> PageHandler:
-    """A form page: the handler gets the posted fields, only once their CSRF token and size pass (`posted`);
-    otherwise the refusal is the answer."""
-
-    async def with_form(page: Page) -> Response:
-        return await handler(page, await posted(page))
-
-    return with_form

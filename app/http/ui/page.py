@@ -10,13 +10,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.http.ui.session import SessionData
+from app.http.ui.forms import Form, csrf_refusal, read_form
+from app.http.ui.session import SessionData, same_token
 from app.mcp.shaping import ThoughtShaper
 from app.services.actors import Actor
 from app.services.admin import operations as admin_operations
@@ -24,14 +25,25 @@ from app.services.context import AppContext
 from app.services.recall import operations as recall_operations
 from app.services.values import Principal, ProjectRecord
 
-if TYPE_CHECKING:
-    from app.http.ui.console import Console
-    from app.http.ui.forms import Form
+
+class Chrome(Protocol):
+    """What a page needs of the console (app.http.ui.console.Console): its context, the forms' CSRF token, the
+    rendering, and whether auth mode `none` signs everyone in. A protocol, so this module need not import the
+    console that builds its pages."""
+
+    context: AppContext
+
+    @property
+    def signs_in_locally(self) -> bool: ...
+
+    def csrf(self, session: SessionData | None) -> str: ...
+
+    def render(self, request: Request, name: str, values: dict[str, Any], status: int = 200) -> Response: ...
 
 
 @dataclass
 class Page:
-    console: Console
+    console: Chrome
     request: Request
     principal: Principal
     session: SessionData | None
@@ -63,7 +75,7 @@ class Page:
 
     def values(self, **values: Any) -> dict[str, Any]:
         """A template's values beside what the chrome needs (the user, the forms' CSRF token, auth mode `none`)."""
-        return {"user": self.principal, "csrf": self.csrf, "local": self.console.config.local is not None, **values}
+        return {"user": self.principal, "csrf": self.csrf, "local": self.console.signs_in_locally, **values}
 
     def render(self, template: str, values: dict[str, Any], status: int = 200) -> Response:
         return self.console.render(self.request, template, values, status)
@@ -110,4 +122,22 @@ def parsed_uuid(value: str) -> uuid.UUID | None:
 
 
 PageHandler = Callable[[Page], Awaitable[Response]]
-FormHandler = Callable[[Page, "Form"], Awaitable[Response]]
+FormHandler = Callable[[Page, Form], Awaitable[Response]]
+
+
+async def posted(page: Page) -> Form:
+    """A signed-in form's fields, once their size and CSRF token pass (403 without its token, 413 past FORM_LIMIT)."""
+    form = await read_form(page.request)
+    if not same_token(page.csrf, form.get("csrf")):
+        csrf_refusal()
+    return form
+
+
+def posting(handler: FormHandler) -> PageHandler:
+    """A form page: the handler gets the posted fields, only once their CSRF token and size pass (`posted`);
+    otherwise the refusal is the answer."""
+
+    async def with_form(page: Page) -> Response:
+        return await handler(page, await posted(page))
+
+    return with_form

@@ -3,7 +3,7 @@ the static assets (headers.py), the confirm step of the destructive admin button
 every unknown path, refusal and failure under /ui answers.
 
 Every signed-in page is `Console.page(handler)`: the handler gets its `Page` (page.py), and a form handler the
-posted fields too (`posting`, forms.py: the size limit and the CSRF check). Kept apart from console.py so that the
+posted fields too (`posting`, page.py: the size limit and the CSRF check). Kept apart from console.py so that the
 page modules and the Console do not import each other.
 """
 
@@ -35,10 +35,9 @@ from app.http.ui import (
     users,
 )
 from app.http.ui.console import HERE, Console, ConsoleConfig
-from app.http.ui.forms import posting
 from app.http.ui.headers import StaticAssets, asset_url
 from app.http.ui.operations import admin_only
-from app.http.ui.page import FormHandler, Page, PageHandler
+from app.http.ui.page import FormHandler, Page, PageHandler, posting
 from app.http.ui.session import COOKIE_PATH
 from app.services.context import AppContext
 
