@@ -289,7 +289,9 @@ def _page_statement(with_distance: bool) -> Select[*tuple[Any, ...]]:
     """The page's thoughts with their distance to the query and their standing edges, in one read."""
     distance: Any = null()
     if with_distance:
-        cosine = index_distance(Thought.embedding, vector_param("vector"))  # the vector leg's numbers
+        # Full precision, as the vector leg reports its rows: a row only the full-text leg found gets the same
+        # similarity it would have had from the vector leg (a cosine for each of the page's rows, nothing walked).
+        cosine = Thought.embedding.cosine_distance(vector_param("vector"))
         distance = case((Thought.embedding_model == bindparam("model"), cosine), else_=None)
     return _with_standing(thought_select().add_columns(distance.label("distance"))).where(id_in_param(Thought.id))
 

@@ -1,5 +1,6 @@
 """The vector leg through an HNSW graph answers in the order of the full-precision cosine distance: the graph's
-half-precision order is re-ranked (app.db.repositories.search._vector_leg_statement)."""
+half-precision order is re-ranked (app.db.repositories.search._vector_leg_statement); the page's read reports the
+same full-precision distance."""
 
 from __future__ import annotations
 
@@ -64,6 +65,11 @@ async def test_the_walk_s_rows_come_in_full_precision_order_with_full_precision_
             distance = {row.id: float(row.distance) for row in exact}
         assert [row.id for row in leg[:2]] == [nearer, farther], scope
         assert [row.score for row in leg] == sorted(distance.values()), scope  # every row, at full precision
+
+    # The page's read (what a row only the full-text leg found shows as its similarity): the same full precision.
+    async with reader.context.db.unit_of_work() as session:
+        page = await SearchRepository(session).page([nearer, farther], QUERY, PROFILE.model_id)
+    assert [page[thought_id].distance for thought_id in (nearer, farther)] == [distance[nearer], distance[farther]]
 
 
 async def test_an_unscoped_walk_widens_its_candidate_list_and_a_scoped_one_keeps_the_session_s(
