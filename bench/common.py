@@ -37,9 +37,23 @@ def machine() -> str:
     except (ValueError, OSError):
         memory = float("nan")
     return (
-        f"{os.cpu_count()} cores, {memory:.0f} GiB RAM, Python {platform.python_version()}, "
+        f"{os.cpu_count()} cores ({cpu_model()}), {memory:.0f} GiB RAM, Python {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}"
     )
+
+
+def cpu_model() -> str:
+    """The CPU's name with its family and model numbers: machines of one kind differ between sessions (a figure
+    taken on one CPU moved by up to 2x on another), so every result names the CPU it was taken on."""
+    fields: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.processor() or "unknown CPU"
+    if "cpu family" in fields:
+        name += f", family {fields['cpu family']} model {fields.get('model', '?')}"
+    return name
 
 
 def cpu_times() -> tuple[int, int] | None:
