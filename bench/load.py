@@ -8,8 +8,9 @@
 
 Default mode: an embedded PostgreSQL in a temporary directory (deleted at the end), migrated; one
 `synaptomind serve` subprocess on a free loopback port (so the clients never share the server's
-event loop) with the offline model and the rate limit off; one writer token per client, created in
-the database before the run. Each client keeps one MCP session (the official client, streamable
+event loop) with the served default model (e5; `--model` another, `--embed-threads` its query threads) and
+the rate limit off (before 2026-12-02 the servers ran MiniLM whatever the default); one writer token per
+client, created in the database before the run. Each client keeps one MCP session (the official client, streamable
 HTTP, bearer token) and runs a realistic mix of calls one after the other until `--seconds` or
 `--max-calls` is reached. Every acknowledged write is recorded (ids returned); afterwards the
 harness checks in SQL that each one is there (or archived, when the archive was acknowledged), that
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import faults
+from bench.dataset import served_default_model
 from bench.load_harness import MIX, RESULTS_DIR, load_against, print_report, run_default, write_report
 
 
@@ -46,6 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", type=int, default=1, help="own-server mode: serve processes on one database")
     parser.add_argument(
         "--workers", type=int, default=1, help="own-server mode: `serve --workers N` of each server (default 1)"
+    )
+    parser.add_argument(
+        "--model",
+        default=served_default_model(),
+        help="own-server mode: the servers' embedding model (default: the served default, %(default)s)",
+    )
+    parser.add_argument(
+        "--embed-threads",
+        type=int,
+        help="own-server mode: SYNAPTO_EMBEDDING__THREADS of each worker (default: the app's default)",
     )
     parser.add_argument("--url", help="a running server's base URL (comma-separated for several)")
     parser.add_argument("--token", help="bearer token for --url (else tokens are created via --database-url)")

@@ -34,9 +34,9 @@ from app.config import DEFAULT_CACHE_DIR
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.models import Role
-from app.embedding.profiles import OFFLINE_MINILM
 from app.services.auth.tokens import AuthService
 from bench.common import free_port, machine
+from bench.dataset import served_default_model
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CALL_TIMEOUT = 60.0  # one call, whatever happens
@@ -563,11 +563,12 @@ class ServerProcess:
 
 
 def server_env(database_url: str, data_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a `serve` under load: the served default model (e5) unless `extra` names another."""
     env = {
         **os.environ,
         "SYNAPTO_DATABASE_URL": database_url,
         "SYNAPTO_DATA_DIR": str(data_dir),
-        "SYNAPTO_EMBEDDING__MODEL": OFFLINE_MINILM,
+        "SYNAPTO_EMBEDDING__MODEL": served_default_model(),
         "SYNAPTO_EMBEDDING__CACHE_DIR": str(cache_dir()),
         "SYNAPTO_EMBEDDING__ALLOW_DOWNLOAD": "false",
         "SYNAPTO_RATE_LIMIT__PER_MINUTE": "0",
@@ -1000,12 +1001,20 @@ def run_default(args: argparse.Namespace) -> dict[str, Any]:
     """Own embedded database and server(s); the report of the run."""
     with tempfile.TemporaryDirectory(prefix="synapto-load-") as tmp:
         work_dir = Path(tmp)
-        with temporary_database(work_dir) as url, servers(url, work_dir, args.servers, workers=args.workers) as running:
+        extra = {"SYNAPTO_EMBEDDING__MODEL": args.model}
+        if args.embed_threads is not None:
+            extra["SYNAPTO_EMBEDDING__THREADS"] = str(args.embed_threads)
+        with (
+            temporary_database(work_dir) as url,
+            servers(url, work_dir, args.servers, extra, workers=args.workers) as running,
+        ):
             urls = [server.mcp_url for server in running]
             try:
                 before = cpu_seconds(running, work_dir / "pg" / "pgdata")
                 report = asyncio.run(load_against(urls, url, args.clients, args.seconds, args.max_calls))
                 report["workers"] = args.workers
+                report["model"] = args.model
+                report["embed_threads"] = args.embed_threads
                 after = cpu_seconds(running, work_dir / "pg" / "pgdata")
                 report["cpu_s"] = {key: round(after[key] - before[key], 1) for key in after}
                 report["server_errors"] = [
