@@ -1,5 +1,6 @@
 """The console's review pages: the edge_review queue, the retention_review list, auto_cluster, and archive / merge
-from a thought page. The edge queue reads its operation (app.services.review.operations.queue_page); every write goes
+from a thought page. The edge queue reads its operation (app.services.review.operations.queue_page), the retention
+list its own (app.services.retention.operations.candidate_page) behind the list action's checks; every write goes
 through the tool's own call (tool_calls.py), each destructive one through its preview, and a single apply or delete
 from a queue comes back to the queue with its one-line result, as the selected actions do (triage.py)."""
 
@@ -14,8 +15,13 @@ from starlette.responses import RedirectResponse, Response
 from app.http.ui import forms
 from app.http.ui.forms import FieldErrors, Form, count_param
 from app.http.ui.page import Page
-from app.http.ui.tool_calls import Answer, Listing, call, outcome, two_step
+from app.http.ui.tool_calls import Answer, Listing, Refusal, call, outcome, read, two_step
+from app.mcp.calls import CallContext
+from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.edge_review.handlers import shape_proposal
+from app.mcp.tools.retention.args import ListArgs as RetentionListArgs
+from app.services.retention import operations as retention_operations
+from app.services.retention.operations import CandidatePage
 from app.services.review import operations as review_operations
 
 PROPOSAL_STATUSES = ("pending", "accepted", "rejected", "stale", "expired", "rolled_back")
@@ -102,6 +108,22 @@ async def edge_reject(page: Page, form: Form) -> Response:
 # ---------------------------------------------------------------- retention_review
 
 
+async def _candidates(page: Page, arguments: dict[str, Any]) -> Listing:
+    """A page of retention candidates (content cut, every project the user sees), behind the list action's checks."""
+
+    async def run(args: Any, ctx: CallContext) -> CandidatePage:
+        assert isinstance(args, RetentionListArgs)  # the list action's validated arguments
+        return await retention_operations.candidate_page(
+            ctx.app, ctx.principal, args.min_age_days, args.importance_floor, args.limit, args.offset
+        )
+
+    found = await read(page, "retention_review", arguments, run)
+    if isinstance(found, Refusal):
+        return Listing.refused(found)
+    shape = ThoughtShaper(compact=False)
+    return Listing([shape(candidate.thought) for candidate in found.candidates], found.total)
+
+
 async def retention_list(page: Page) -> Response:
     params = page.params
     offset = count_param(params.get("offset"))
@@ -115,7 +137,7 @@ async def retention_list(page: Page) -> Response:
         arguments["min_age_days"] = min_age
     if floor is not None:
         arguments["importance_floor"] = floor
-    answer = await call(page, "retention_review", arguments) if not errors else Answer()
+    answer = await _candidates(page, arguments) if not errors else Listing([])
     values = page.values(
         answer=answer,
         errors=errors,
