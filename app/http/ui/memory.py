@@ -3,7 +3,7 @@
 Search reads the search operation (app.services.recall.operations.search_answered) with the picked project's id
 instead of a cwd (the contract's cwd cannot name a project without a `local_path`) and renders its typed hits; the
 query a person typed passes the tool's checks first (`memory_recall action=search`: validation, role, rate limit,
-refusals in the contract's words; tool_calls.read). The thought page reads the neighbourhood operation (the thought,
+refusals in the contract's words; tool_calls.checked). The thought page reads the neighbourhood operation (the thought,
 its edges both ways, its parent/develops chain: app.services.recall.operations.neighbourhood) behind the checks of
 `memory_recall action=get`, and renders its typed records shaped as `get` and `chain` answer them.
 """
@@ -21,7 +21,7 @@ from app.http.ui.forms import count_param
 from app.http.ui.graph import legend, neighbourhood
 from app.http.ui.page import Page
 from app.http.ui.session import COOKIE_PATH
-from app.http.ui.tool_calls import Listing, Refusal, read
+from app.http.ui.tool_calls import Listing, Refusal, checked
 from app.mcp.calls import CallContext
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.common import uuid_arg
@@ -55,7 +55,7 @@ async def _searched(page: Page, arguments: dict[str, Any], project_id: uuid.UUID
         assert isinstance(args, SearchArgs)  # the search action's validated arguments
         return await recall_operations.search_answered(ctx.app, args, _hits, project_id=project_id)
 
-    found = await read(page, "memory_recall", arguments, run)
+    found = await checked(page, "memory_recall", arguments, run)
     return Listing.refused(found) if isinstance(found, Refusal) else found
 
 
@@ -135,7 +135,7 @@ async def thought(page: Page) -> Response:
         thought_id = uuid_arg(args.thought_id, "thought_id")
         return await recall_operations.neighbourhood(ctx.app, thought_id, _viewed)
 
-    found = await read(page, "memory_recall", arguments, run)
+    found = await checked(page, "memory_recall", arguments, run)
     if isinstance(found, Refusal):
         values = page.values(found=found, thought=None)
         return page.render("thought.html", values, found.status)

@@ -15,7 +15,7 @@ from starlette.responses import RedirectResponse, Response
 from app.http.ui import forms
 from app.http.ui.forms import FieldErrors, Form, count_param
 from app.http.ui.page import Page
-from app.http.ui.tool_calls import Answer, Listing, Refusal, call, outcome, read, two_step
+from app.http.ui.tool_calls import Answer, Listing, Refusal, call, checked, outcome, two_step
 from app.mcp.calls import CallContext
 from app.mcp.shaping import ThoughtShaper
 from app.mcp.tools.edge_review.handlers import shape_proposal
@@ -117,7 +117,7 @@ async def _candidates(page: Page, arguments: dict[str, Any]) -> Listing:
             ctx.app, ctx.principal, args.min_age_days, args.importance_floor, args.limit, args.offset
         )
 
-    found = await read(page, "retention_review", arguments, run)
+    found = await checked(page, "retention_review", arguments, run)
     if isinstance(found, Refusal):
         return Listing.refused(found)
     shape = ThoughtShaper(compact=False)
