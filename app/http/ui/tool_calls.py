@@ -1,7 +1,7 @@
 """The console's calls of a tool: the one way the console reaches the tools' confirm flows (preview → confirm, the
-preview tokens of app/services/previews.py), so a console preview is exactly the one an agent gets; the single-step
-writes whose outcome page shows the tool's answer; and the reads and writes whose arguments a person types, refused
-in the contract's words before their operation runs (`checked`).
+preview tokens of app/services/previews.py), so a console preview is exactly the one an agent gets; and the reads
+and single-step writes whose arguments a person types, refused in the contract's words before their operation runs
+(`checked`).
 
 `call` runs the tool's own call through the typed entry of the tool boundary (app.mcp.dispatch.call_typed:
 validation, role, rate limit, audit, confirm flows, errors) and holds the answer the tool built as an `Answer`;

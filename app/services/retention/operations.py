@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, replace
 
 from app.db.records import Principal, ThoughtRecord
+from app.ids import parse_uuid
 from app.services.context import AppContext
 from app.services.retention.service import RetentionRule, RetentionService
 
@@ -55,8 +56,9 @@ async def candidate_page(
     return CandidatePage([Candidate.of(row) for row in rows], total, size)
 
 
-async def protect_thought(
-    app: AppContext, principal: Principal, thought_id: uuid.UUID, protected: bool
-) -> ThoughtRecord:
+async def protect_thought(app: AppContext, principal: Principal, thought_id: str, protected: bool) -> ThoughtRecord:
+    """retention_review protect as every door receives it: the id parsed (refused as `thought_id`), then protected
+    or unprotected."""
+    parsed = parse_uuid(thought_id, "thought_id")
     async with app.db.unit_of_work() as session:
-        return await RetentionService(session, principal).protect(thought_id, protected)
+        return await RetentionService(session, principal).protect(parsed, protected)

@@ -22,6 +22,7 @@ from app.services.retention.service import (
     embedded_summary,
 )
 from app.services.store.thoughts import check_content, normalize_tags
+from app.services.values import ThoughtRecord
 
 
 async def list_candidates(args: ListArgs, ctx: CallContext) -> ToolAnswer:
@@ -40,13 +41,12 @@ async def list_candidates(args: ListArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def protect(args: ProtectArgs, ctx: CallContext) -> ToolAnswer:
-    thought_id = uuid_arg(args.thought_id, "thought_id")
-    thought = await protect_thought(ctx.app, ctx.principal, thought_id, args.protected)
-    item = {
-        "thought_id": str(thought_id),
-        "is_protected": thought.is_protected,
-        "status": thought.status.value,
-    }
+    return protected_answer(await protect_thought(ctx.app, ctx.principal, args.thought_id, args.protected))
+
+
+def protected_answer(thought: ThoughtRecord) -> ToolAnswer:
+    """protect's answer (and the console's outcome page of a protect, app/http/ui/review.py)."""
+    item = {"thought_id": str(thought.id), "is_protected": thought.is_protected, "status": thought.status.value}
     return ToolAnswer(single(Meta("protect"), item))
 
 
