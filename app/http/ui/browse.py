@@ -5,7 +5,7 @@ Both read the inventory operation (app.services.recall.operations.page) with the
 the contract's cwd can only name a project by its path, and a project without one would otherwise widen to every
 project — and render its typed rows. The arguments a person typed pass the tool's checks first (`memory_recall
 action=list`, `memory_reflect action=timeline`: validation, role, rate limit and refusals in the contract's words;
-tool_calls.read). A project the user may not see is not in the picker, and its id is not found by the read
+tool_calls.checked). A project the user may not see is not in the picker, and its id is not found by the read
 (app.db.visibility).
 """
 
@@ -21,7 +21,7 @@ from starlette.responses import Response
 from app.http.ui.forms import count_param
 from app.http.ui.memory import STATUSES
 from app.http.ui.page import Page
-from app.http.ui.tool_calls import Listing, Refusal, read
+from app.http.ui.tool_calls import Listing, Refusal, checked
 from app.mcp.calls import CallContext
 from app.mcp.shaping import ThoughtShaper
 from app.services.recall import operations as recall_operations
@@ -64,7 +64,7 @@ async def _listed(
     async def run(args: Any, ctx: CallContext) -> PageResult:
         return await recall_operations.page(ctx.app, PageRequest.of(args), project_id, narrowing, TOTAL_CAP)
 
-    return await read(page, tool, arguments, run)
+    return await checked(page, tool, arguments, run)
 
 
 async def timeline(page: Page) -> Response:

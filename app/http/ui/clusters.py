@@ -5,7 +5,9 @@ Confirming every group is the tool's own confirm (`memory_crystallize action=aut
 preview's token). Leaving groups out creates the kept ones with `memory_crystallize action=cluster` — one call
 per group, the group's members, tag `auto` — which makes the same cluster thought auto_cluster would (its title
 from the newest member, tags `cluster` and `auto`, the members' project when they share one); the unused token
-expires. Both are the tool's calls (tool_calls.py), so roles and audit are MCP's.
+expires. The confirm is the tool's call; each kept group runs the cluster operation
+(app.services.crystallize.operations.create_cluster, with the arguments' rules the tool's handler uses) behind the
+action's checks (tool_calls.checked), so roles, validation and audit are MCP's.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from app.http.ui import forms
 from app.http.ui.forms import FieldErrors, Form
 from app.http.ui.page import Page
 from app.http.ui.review import CLUSTERS
-from app.http.ui.tool_calls import call, two_step
+from app.http.ui.tool_calls import Refusal, call, checked, two_step
+from app.mcp.calls import CallContext
+from app.mcp.tools.crystallize.args import ClusterArgs
+from app.services.crystallize import operations as crystallize_operations
+from app.services.crystallize.operations import NewClusterResult
 
 TITLE = "Group similar thoughts into clusters"
 
@@ -47,16 +53,23 @@ async def auto_cluster(page: Page, form: Form) -> Response:
     made, failures = 0, []
     for index in kept:
         cluster = {"action": "cluster", "thought_ids": form.all(f"members_{index}"), "tags": ["auto"]}
-        answer = await call(page, "memory_crystallize", cluster)
-        if answer.status == 403:
-            values = page.values(answer=answer, title=TITLE, back=CLUSTERS)
+        created = await checked(page, "memory_crystallize", cluster, _cluster_one)
+        if isinstance(created, Refusal) and created.status == 403:
+            values = page.values(answer=created.answer, title=TITLE, back=CLUSTERS)
             return page.render("outcome.html", values, 403)
-        if answer.error is None:
-            made += 1
+        if isinstance(created, Refusal):
+            failures.append(created.error)
         else:
-            failures.append(answer.error)
+            made += 1
     values = page.values(made=made, left_out=groups - len(kept), failures=failures, back=CLUSTERS)
     return page.render("cluster_result.html", values)
+
+
+async def _cluster_one(args: Any, ctx: CallContext) -> NewClusterResult:
+    assert isinstance(args, ClusterArgs)
+    return await crystallize_operations.create_cluster(
+        ctx.app, ctx.principal, args.thought_ids, args.title, args.tags, args.cwd
+    )
 
 
 async def _preview(

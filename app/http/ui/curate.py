@@ -1,10 +1,12 @@
 """Curating where you read: create a thought, edit its content and tags, link / unlink / retype its edges with a
 thought picker that searches, merge into a picked thought, archive, unarchive and delete — from the thought page.
 
-Every write is the tool's own call through `call` / `two_step` (tool_calls.py, app.mcp.dispatch), so the roles,
-validation, previews and audit are exactly MCP's: `memory_store` create / update / link (single steps, as in the
-contract), unlink and retype through their previews, `memory_supersede` archive / merge (review.py) and
-`retention_review action=delete` (the contract's one delete of a thought: a retention candidate) through theirs.
+Every write passes the tool's own checks (tool_calls.py, app.mcp.dispatch), so the roles, validation, refusals,
+previews and audit are exactly MCP's. `memory_store` create / update / link (single steps, as in the contract) run
+their store operation behind the action's checks (`checked`), with the arguments' rules both doors share
+(app.services.store.operations); unlink and retype go through their previews, `memory_supersede` archive / merge
+(review.py) and `retention_review action=delete` (the contract's one delete of a thought: a retention candidate)
+through theirs (`two_step`).
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ from app.errors import AppError
 from app.http.ui import forms
 from app.http.ui.forms import FieldErrors, Form
 from app.http.ui.page import Page
-from app.http.ui.tool_calls import Answer, call, outcome, two_step
+from app.http.ui.tool_calls import Answer, Refusal, checked, outcome, two_step
+from app.mcp.calls import CallContext
 from app.mcp.shaping import ThoughtShaper
+from app.mcp.tools.store.args import CreateArgs, LinkArgs, UpdateArgs
 from app.services.kinds import MAX_QUERY
 from app.services.recall import operations as recall_operations
 from app.services.recall.requests import SearchRequest
-from app.services.values import EdgeType
+from app.services.store import operations as store_operations
+from app.services.store.operations import Written
+from app.services.values import EdgeRecord, EdgeType
 
 EDGE_TYPES = tuple(edge_type.value for edge_type in EdgeType)
 PICKER_HITS = 10
@@ -73,6 +79,25 @@ class Picked:
     @property
     def page_status(self) -> int:
         return 400 if self.error else 200
+
+
+# The single-step memory_store writes, each the operation its action's handler calls on the validated arguments
+# (the arguments' rules live there: app.services.store.operations), run behind the tool's checks (`checked`).
+
+
+async def _create(args: Any, ctx: CallContext) -> Written:
+    assert isinstance(args, CreateArgs)
+    return await store_operations.create_given(ctx.app, ctx.principal, args, args.cwd)
+
+
+async def _update(args: Any, ctx: CallContext) -> Written:
+    assert isinstance(args, UpdateArgs)
+    return await store_operations.update_given(ctx.app, ctx.principal, args.thought_id, args.given())
+
+
+async def _link(args: Any, ctx: CallContext) -> EdgeRecord:
+    assert isinstance(args, LinkArgs)
+    return await store_operations.link(ctx.app, ctx.principal, args.source_id, args.target_id, args.edge_type)
 
 
 # ---------------------------------------------------------------- create
@@ -132,11 +157,11 @@ async def create_thought(page: Page, form: Form) -> Response:
         arguments["parent_id"] = typed["parent_id"].strip()
     if project is not None:
         arguments["cwd"] = project.local_path
-    answer = await call(page, "memory_store", arguments)
-    if answer.error is not None:
-        errors.from_tool(answer.error, STORE_FIELDS)
-        return await _create_form(page, typed, errors, answer.status)
-    return RedirectResponse(_thought_page(str((answer.item or {})["id"]), "created"), status_code=303)
+    written = await checked(page, "memory_store", arguments, _create)
+    if isinstance(written, Refusal):
+        errors.from_tool(written.error, STORE_FIELDS)
+        return await _create_form(page, typed, errors, written.status)
+    return RedirectResponse(_thought_page(str(written.thought.id), "created"), status_code=303)
 
 
 # ---------------------------------------------------------------- edit content and tags
@@ -179,10 +204,10 @@ async def update_thought(page: Page, form: Form) -> Response:
         errors.general = "Nothing changed: edit the content or the tags, or go back to the thought."
     if errors:
         return _edit_form(page, item, typed, errors, 400)
-    answer = await call(page, "memory_store", arguments)
-    if answer.error is not None:
-        errors.from_tool(answer.error, STORE_FIELDS)
-        return _edit_form(page, item, typed, errors, answer.status)
+    written = await checked(page, "memory_store", arguments, _update)
+    if isinstance(written, Refusal):
+        errors.from_tool(written.error, STORE_FIELDS)
+        return _edit_form(page, item, typed, errors, written.status)
     return RedirectResponse(_thought_page(thought_id, "updated"), status_code=303)
 
 
@@ -218,13 +243,13 @@ async def link(page: Page, form: Form) -> Response:
         return await _pick_again(page, form, errors, 400)
     source, target = (other, thought_id) if form.get("direction") == "in" else (thought_id, other)
     arguments = {"action": "link", "source_id": source, "target_id": target, "edge_type": edge_type}
-    answer = await call(page, "memory_store", arguments)
-    if answer.error is not None and answer.status == 403:  # a role refusal: the refusal page, as every form's
-        return outcome(page, answer, "Link two thoughts", _thought_page(thought_id))
-    if answer.error is not None:  # e.g. the pair already carries another type: said by the picker, query kept
+    linked = await checked(page, "memory_store", arguments, _link)
+    if isinstance(linked, Refusal) and linked.status == 403:  # a role refusal: the refusal page, as every form's
+        return outcome(page, linked.answer, "Link two thoughts", _thought_page(thought_id))
+    if isinstance(linked, Refusal):  # e.g. the pair already carries another type: said by the picker, query kept
         errors = FieldErrors()
-        errors.from_tool(answer.error, {"edge_type": "edge_type", "source_id": "other_id", "target_id": "other_id"})
-        return await _pick_again(page, form, errors, answer.status)
+        errors.from_tool(linked.error, {"edge_type": "edge_type", "source_id": "other_id", "target_id": "other_id"})
+        return await _pick_again(page, form, errors, linked.status)
     return RedirectResponse(_thought_page(thought_id, "linked"), status_code=303)
 
 
@@ -288,9 +313,10 @@ async def retype(page: Page, form: Form) -> Response:
 async def unarchive(page: Page, form: Form) -> Response:
     """`memory_store action=update status=active`: the contract's way back from archived (a single step)."""
     thought_id = page.path_param("thought_id")
-    answer = await call(page, "memory_store", {"action": "update", "thought_id": thought_id, "status": "active"})
-    if answer.error is not None:
-        return outcome(page, answer, "Unarchive a thought", _thought_page(thought_id))
+    arguments = {"action": "update", "thought_id": thought_id, "status": "active"}
+    written = await checked(page, "memory_store", arguments, _update)
+    if isinstance(written, Refusal):
+        return outcome(page, written.answer, "Unarchive a thought", _thought_page(thought_id))
     return RedirectResponse(_thought_page(thought_id, "unarchived"), status_code=303)
 
 

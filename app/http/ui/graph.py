@@ -1,6 +1,6 @@
 """The console's graphs, as the JSON a page embeds for static/graph.js (Cytoscape.js) to draw: a thought's
-neighbourhood (the nodes and edges `memory_recall get include_edges` and `chain` answered) and a project's most
-connected thoughts (`overview`, drawn by the page at /ui/graph, app/http/ui/project_graph.py).
+neighbourhood (its one-hop edges and parent/develops chain, app.services.recall.operations.neighbourhood) and a
+project's most connected thoughts (`overview`, drawn by the page at /ui/graph, app/http/ui/project_graph.py).
 
 Colours live here and nowhere else in code: the page's text legend and the drawing both read them (the legend's
 swatches through CSS classes, since the Content-Security-Policy allows no inline styles). Edge types also differ
@@ -9,9 +9,12 @@ by line style, so colour is never the only cue.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+from app.services.recall.operations import Neighbourhood
 from app.services.recall.project_graph import ProjectGraph
+from app.services.values import EdgeRecord, ThoughtRecord
 
 # A node's label on the drawing: short enough to stay legible at 13 px beside its neighbours; the full text (up to
 # TIP_CHARS) shows in the tip on hover and keyboard focus.
@@ -47,34 +50,22 @@ EDGE_STYLES = {
 OTHER = ("#4a5260", "solid")
 
 
-def neighbourhood(thought: dict[str, Any], chain: dict[str, Any] | None) -> dict[str, Any]:
+def neighbourhood(found: Neighbourhood) -> dict[str, Any]:
     """The centre, its direct neighbours (both ways) and its parent/develops lineage; every edge once, and only
     edges whose both ends are drawn."""
-    centre = str(thought["id"])
-    nodes: dict[str, dict[str, Any]] = {centre: _node(thought, centre=True)}
-    edges: dict[str, dict[str, Any]] = {}
-    steps = [*(thought.get("upstream") or []), *(thought.get("downstream") or [])]
-    if chain:
-        steps += [*(chain.get("upstream") or []), *(chain.get("downstream") or [])]
+    centre = found.thought
+    nodes: dict[str, dict[str, Any]] = {str(centre.id): _record_node(centre, centre=True)}
+    edges: dict[str, EdgeRecord] = {}
+    steps = [*found.upstream, *found.downstream, *(step.neighbour for step in [*found.ancestors, *found.descendants])]
     for step in steps:
-        other, edge = step.get("thought") or {}, step.get("edge") or {}
-        if other.get("id") and str(other["id"]) not in nodes:
-            nodes[str(other["id"])] = _node(other, centre=False)
-        if edge.get("id"):
-            edges[str(edge["id"])] = edge
+        nodes.setdefault(str(step.thought.id), _record_node(step.thought, centre=False))
+        edges.setdefault(str(step.edge.id), step.edge)
     drawn = [
-        {
-            "id": edge_id,
-            "source": str(edge["source_id"]),
-            "target": str(edge["target_id"]),
-            "type": str(edge["type"]),
-            "colour": EDGE_STYLES.get(str(edge["type"]), OTHER)[0],
-            "line": EDGE_STYLES.get(str(edge["type"]), OTHER)[1],
-        }
-        for edge_id, edge in edges.items()
-        if str(edge.get("source_id")) in nodes and str(edge.get("target_id")) in nodes
+        _edge(edge.id, edge.source_id, edge.target_id, edge.type.value)
+        for edge in edges.values()
+        if str(edge.source_id) in nodes and str(edge.target_id) in nodes
     ]
-    return {"centre": centre, "nodes": list(nodes.values()), "edges": drawn}
+    return {"centre": str(centre.id), "nodes": list(nodes.values()), "edges": drawn}
 
 
 def legend(graph: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
@@ -111,6 +102,22 @@ def _node(thought: dict[str, Any], centre: bool, degree: int | None = None) -> d
     return node
 
 
+def _record_node(thought: ThoughtRecord, centre: bool) -> dict[str, Any]:
+    return _node({"id": thought.id, "content": thought.content, "status": thought.status.value}, centre)
+
+
+def _edge(edge_id: uuid.UUID, source: uuid.UUID, target: uuid.UUID, edge_type: str) -> dict[str, Any]:
+    colour, line = EDGE_STYLES.get(edge_type, OTHER)
+    return {
+        "id": str(edge_id),
+        "source": str(source),
+        "target": str(target),
+        "type": edge_type,
+        "colour": colour,
+        "line": line,
+    }
+
+
 def overview(found: ProjectGraph) -> dict[str, Any]:
     """A page of a project's most connected thoughts as the drawing's JSON (no centre: the most connected sit
     innermost)."""
@@ -118,15 +125,5 @@ def overview(found: ProjectGraph) -> dict[str, Any]:
         _node({"id": node.id, "content": node.content, "status": node.status}, False, node.degree)
         for node in found.nodes
     ]
-    edges = [
-        {
-            "id": str(edge.id),
-            "source": str(edge.source_id),
-            "target": str(edge.target_id),
-            "type": edge.type,
-            "colour": EDGE_STYLES.get(edge.type, OTHER)[0],
-            "line": EDGE_STYLES.get(edge.type, OTHER)[1],
-        }
-        for edge in found.edges
-    ]
+    edges = [_edge(edge.id, edge.source_id, edge.target_id, edge.type) for edge in found.edges]
     return {"centre": None, "nodes": nodes, "edges": edges}

@@ -3,13 +3,15 @@
 Search reads the search operation (app.services.recall.operations.search_answered) with the picked project's id
 instead of a cwd (the contract's cwd cannot name a project without a `local_path`) and renders its typed hits; the
 query a person typed passes the tool's checks first (`memory_recall action=search`: validation, role, rate limit,
-refusals in the contract's words; tool_calls.read). The thought page shows the answers of the tool's `get` and
-`chain` (tool_calls.call; why: docs/ARCHITECTURE.md, "The console on the operations").
+refusals in the contract's words; tool_calls.checked). The thought page reads the neighbourhood operation (the thought,
+its edges both ways, its parent/develops chain: app.services.recall.operations.neighbourhood) behind the checks of
+`memory_recall action=get`, and renders its typed records shaped as `get` and `chain` answer them.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,13 +21,14 @@ from app.http.ui.forms import count_param
 from app.http.ui.graph import legend, neighbourhood
 from app.http.ui.page import Page
 from app.http.ui.session import COOKIE_PATH
-from app.http.ui.tool_calls import Answer, Listing, Refusal, call, read
+from app.http.ui.tool_calls import Listing, Refusal, checked
 from app.mcp.calls import CallContext
 from app.mcp.shaping import ThoughtShaper
-from app.mcp.tools.recall.args import SearchArgs
-from app.mcp.tools.recall.handlers import search_item
+from app.mcp.tools.common import uuid_arg
+from app.mcp.tools.recall.args import GetArgs, SearchArgs
+from app.mcp.tools.recall.handlers import chain_items, search_item, step_items
 from app.services.recall import operations as recall_operations
-from app.services.recall.operations import SearchResult
+from app.services.recall.operations import Neighbourhood, SearchResult
 
 STATUSES = ("active", "draft", "archived", "all")
 # memory_recall search's supersession_mode: how superseded thoughts stand in the answer.
@@ -52,7 +55,7 @@ async def _searched(page: Page, arguments: dict[str, Any], project_id: uuid.UUID
         assert isinstance(args, SearchArgs)  # the search action's validated arguments
         return await recall_operations.search_answered(ctx.app, args, _hits, project_id=project_id)
 
-    found = await read(page, "memory_recall", arguments, run)
+    found = await checked(page, "memory_recall", arguments, run)
     return Listing.refused(found) if isinstance(found, Refusal) else found
 
 
@@ -97,26 +100,54 @@ async def search(page: Page) -> Response:
     return page.render("search.html", values, results.page_status if results is not None else 200)
 
 
-async def thought(page: Page) -> Response:
-    thought_id = page.path_param("thought_id")
-    arguments = {"action": "get", "thought_id": thought_id, "include_edges": True, "compact": False}
-    found = await call(page, "memory_recall", arguments)
-    history = Answer()
-    if found.error is None:
-        history = await call(page, "memory_recall", {"action": "chain", "thought_id": thought_id})
-    item = found.item or {}
-    edges_in = item.get("upstream") or []
-    edges_out = item.get("downstream") or []
-    supersession = [step for step in [*edges_in, *edges_out] if step["edge"]["type"] == "replaces"]
-    graph = neighbourhood(found.item, history.item) if found.item else None
-    values = page.values(
-        found=found,
-        thought=found.item,
-        edges_in=edges_in,
-        edges_out=edges_out,
-        supersession=supersession,
-        history=history,
-        graph=graph,
-        legend=legend(graph) if graph else None,
+@dataclass(frozen=True)
+class ThoughtView:
+    """A thought's page: the thought, its edges both ways and its lineage (each shaped as `get` and `chain`
+    answer them, which the templates' lines read), and the drawing of its neighbourhood."""
+
+    thought: dict[str, Any]
+    edges_in: list[dict[str, Any]]
+    edges_out: list[dict[str, Any]]
+    ancestors: list[dict[str, Any]]
+    descendants: list[dict[str, Any]]
+    graph: dict[str, Any]
+
+
+def _viewed(found: Neighbourhood) -> ThoughtView:
+    shape = ThoughtShaper(compact=False)
+    return ThoughtView(
+        shape(found.thought),
+        step_items(found.upstream, shape),
+        step_items(found.downstream, shape),
+        chain_items(found.ancestors, shape),
+        chain_items(found.descendants, shape),
+        neighbourhood(found),
     )
-    return page.render("thought.html", values, found.page_status)
+
+
+async def thought(page: Page) -> Response:
+    """A thought by id, through `memory_recall action=get`'s checks (its refusals, and the 404 of a thought the
+    user may not see), read with its edges and chain in one operation."""
+    arguments = {"action": "get", "thought_id": page.path_param("thought_id"), "include_edges": True}
+
+    async def run(args: Any, ctx: CallContext) -> ThoughtView:
+        assert isinstance(args, GetArgs)  # the get action's validated arguments
+        thought_id = uuid_arg(args.thought_id, "thought_id")
+        return await recall_operations.neighbourhood(ctx.app, thought_id, _viewed)
+
+    found = await checked(page, "memory_recall", arguments, run)
+    if isinstance(found, Refusal):
+        values = page.values(found=found, thought=None)
+        return page.render("thought.html", values, found.status)
+    steps = [*found.edges_in, *found.edges_out]
+    values = page.values(
+        thought=found.thought,
+        edges_in=found.edges_in,
+        edges_out=found.edges_out,
+        supersession=[step for step in steps if step["edge"]["type"] == "replaces"],
+        ancestors=found.ancestors,
+        descendants=found.descendants,
+        graph=found.graph,
+        legend=legend(found.graph),
+    )
+    return page.render("thought.html", values)

@@ -1,7 +1,10 @@
 """The console's review pages: the edge_review queue, the retention_review list, auto_cluster, and archive / merge
-from a thought page. The edge queue reads its operation (app.services.review.operations.queue_page); every write goes
-through the tool's own call (tool_calls.py), each destructive one through its preview, and a single apply or delete
-from a queue comes back to the queue with its one-line result, as the selected actions do (triage.py)."""
+from a thought page. The edge queue reads its operation (app.services.review.operations.queue_page), the retention
+list its own (app.services.retention.operations.candidate_page) behind the list action's checks; reject and protect
+run their operation behind the action's checks (tool_calls.checked) and show the answer the tool would give (its
+handler's `rejected_answer` / `protected_answer`); every destructive write goes through the tool's own preview
+(tool_calls.two_step), and a single apply or delete from a queue comes back to the queue with its one-line result,
+as the selected actions do (triage.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +17,18 @@ from starlette.responses import RedirectResponse, Response
 from app.http.ui import forms
 from app.http.ui.forms import FieldErrors, Form, count_param
 from app.http.ui.page import Page
-from app.http.ui.tool_calls import Answer, Listing, call, outcome, two_step
-from app.mcp.tools.edge_review.handlers import shape_proposal
+from app.http.ui.tool_calls import Answer, Listing, Refusal, checked, outcome, two_step
+from app.mcp.calls import CallContext
+from app.mcp.shaping import ThoughtShaper
+from app.mcp.tools.edge_review.args import RejectArgs
+from app.mcp.tools.edge_review.handlers import rejected_answer, shape_proposal
+from app.mcp.tools.retention.args import ListArgs as RetentionListArgs
+from app.mcp.tools.retention.args import ProtectArgs
+from app.mcp.tools.retention.handlers import protected_answer
+from app.services.retention import operations as retention_operations
+from app.services.retention.operations import CandidatePage
 from app.services.review import operations as review_operations
+from app.services.values import ThoughtRecord
 
 PROPOSAL_STATUSES = ("pending", "accepted", "rejected", "stale", "expired", "rolled_back")
 PROPOSAL_PAGE = 25
@@ -94,12 +106,36 @@ async def edge_rollback(page: Page, form: Form) -> Response:
     return await two_step(page, form, "edge_review", arguments, title, [("run_id", run_id)], EDGES)
 
 
+async def reject_one(args: Any, ctx: CallContext) -> dict[str, Any]:
+    """edge_review reject's operation on the validated arguments (this page, and the queue's selection)."""
+    assert isinstance(args, RejectArgs)
+    return await review_operations.reject(ctx.app, ctx.principal, args.proposal_id)
+
+
 async def edge_reject(page: Page, form: Form) -> Response:
-    answer = await call(page, "edge_review", {"action": "reject", "proposal_id": form.get("proposal_id")})
+    arguments = {"action": "reject", "proposal_id": form.get("proposal_id")}
+    rejected = await checked(page, "edge_review", arguments, reject_one)
+    answer = rejected.answer if isinstance(rejected, Refusal) else Answer(rejected_answer(rejected).payload)
     return outcome(page, answer, "Reject an edge proposal", EDGES)
 
 
 # ---------------------------------------------------------------- retention_review
+
+
+async def _candidates(page: Page, arguments: dict[str, Any]) -> Listing:
+    """A page of retention candidates (content cut, every project the user sees), behind the list action's checks."""
+
+    async def run(args: Any, ctx: CallContext) -> CandidatePage:
+        assert isinstance(args, RetentionListArgs)  # the list action's validated arguments
+        return await retention_operations.candidate_page(
+            ctx.app, ctx.principal, args.min_age_days, args.importance_floor, args.limit, args.offset
+        )
+
+    found = await checked(page, "retention_review", arguments, run)
+    if isinstance(found, Refusal):
+        return Listing.refused(found)
+    shape = ThoughtShaper(compact=False)
+    return Listing([shape(candidate.thought) for candidate in found.candidates], found.total)
 
 
 async def retention_list(page: Page) -> Response:
@@ -115,7 +151,7 @@ async def retention_list(page: Page) -> Response:
         arguments["min_age_days"] = min_age
     if floor is not None:
         arguments["importance_floor"] = floor
-    answer = await call(page, "retention_review", arguments) if not errors else Answer()
+    answer = await _candidates(page, arguments) if not errors else Listing([])
     values = page.values(
         answer=answer,
         errors=errors,
@@ -128,10 +164,17 @@ async def retention_list(page: Page) -> Response:
     return page.render("review_retention.html", values, 400 if errors else answer.page_status)
 
 
+async def protect_one(args: Any, ctx: CallContext) -> ThoughtRecord:
+    """retention_review protect's operation on the validated arguments (this page, and the list's selection)."""
+    assert isinstance(args, ProtectArgs)
+    return await retention_operations.protect_thought(ctx.app, ctx.principal, args.thought_id, args.protected)
+
+
 async def retention_protect(page: Page, form: Form) -> Response:
     protected = form.get("protected") != "false"
     arguments = {"action": "protect", "thought_id": form.get("thought_id"), "protected": protected}
-    answer = await call(page, "retention_review", arguments)
+    found = await checked(page, "retention_review", arguments, protect_one)
+    answer = found.answer if isinstance(found, Refusal) else Answer(protected_answer(found).payload)
     title = "Protect a thought" if protected else "Unprotect a thought"
     return outcome(page, answer, title, RETENTION)
 

@@ -1,7 +1,7 @@
 """The console's calls of a tool: the one way the console reaches the tools' confirm flows (preview → confirm, the
-preview tokens of app/services/previews.py), so a console preview is exactly the one an agent gets; the single-step
-writes whose refusals the forms show beside their fields; and the reads whose arguments a person types, refused in
-the contract's words.
+preview tokens of app/services/previews.py), so a console preview is exactly the one an agent gets; and the reads
+and single-step writes whose arguments a person types, refused in the contract's words before their operation runs
+(`checked`).
 
 `call` runs the tool's own call through the typed entry of the tool boundary (app.mcp.dispatch.call_typed:
 validation, role, rate limit, audit, confirm flows, errors) and holds the answer the tool built as an `Answer`;
@@ -136,12 +136,18 @@ class Refusal:
     error: str
     status: int
 
+    @property
+    def answer(self) -> Answer:
+        """The refusal as a one-step write's outcome page shows it (`outcome`)."""
+        return Answer(error=self.error, status=self.status)
 
-async def read(
+
+async def checked(
     page: Page, tool: str, arguments: dict[str, Any], run: Callable[[Any, CallContext], Awaitable[Result]]
 ) -> Result | Refusal:
-    """A read whose arguments a person typed, through the tool's checks (validation, role, rate limit, the contract's
-    refusal texts), running `run` — an operation — on the validated arguments: its typed result, or the refusal."""
+    """A read or a single-step write whose arguments a person typed, through the tool's checks (validation, role,
+    rate limit, the contract's refusal texts), running `run` — an operation — on the validated arguments: its typed
+    result, or the refusal."""
     try:
         return await run_typed(SPECS[tool], arguments, page.context, page.principal, run)
     except (AppError, ToolFailure) as failure:

@@ -9,7 +9,10 @@ the page).
   tool's own preview and token per thought, shown on one page with their dependents) and confirms each with its
   token; **protect selected** is one `protect` per thought after a confirm page (a single Protect skips it).
 
-Every call is the tool's, through tool_calls.py (app.mcp.dispatch): roles, audit and tokens are MCP's.
+Every call passes the tool's checks, through tool_calls.py (app.mcp.dispatch): roles, audit and tokens are MCP's.
+The previews and confirms are the tool's own calls; each reject and protect of a selection runs its operation
+(app.services.review.operations.reject, app.services.retention.operations.protect_thought) behind the action's
+checks (`checked`): the triage only counts what succeeded.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from starlette.responses import Response
 
 from app.http.ui.forms import Form
 from app.http.ui.page import Page
-from app.http.ui.review import EDGES, RETENTION, back_to_queue
-from app.http.ui.tool_calls import Answer, call, outcome, two_step
+from app.http.ui.review import EDGES, RETENTION, back_to_queue, protect_one, reject_one
+from app.http.ui.tool_calls import Answer, Refusal, call, checked, outcome, two_step
+from app.mcp.tools.edge_review.handlers import shape_proposal
+from app.services.review import operations as review_operations
 
 # the most items one triage post acts on: a page of a queue (review.py pages by 25), with room to spare
 MAX_SELECTED = 50
@@ -91,8 +96,9 @@ async def _reject(
     keep: str,
 ) -> Response:
     if form.get("confirmed") != "yes":
-        listed = await call(page, "edge_review", {"action": "list", "status": "pending", "limit": 100})
-        chosen = [row for row in listed.items if row.get("id") in ids]
+        # the pending queue as the edge queue page reads it (app/http/ui/review.py), every project the user sees
+        listed = await review_operations.queue_page(page.context, page.principal, None, "pending", None, False, 100, 0)
+        chosen = [shape_proposal(row) for row in listed.rows if str(row.id) in ids]
         ends = [str(end) for row in chosen for end in (row.get("source_id"), row.get("target_id")) if end]
         values = page.values(
             title=f"Reject {len(ids)} selected proposal(s)?",
@@ -108,10 +114,12 @@ async def _reject(
         return page.render("triage_confirm.html", values)
     done = failed = 0
     for proposal_id in ids:
-        answer = await call(page, "edge_review", {"action": "reject", "proposal_id": proposal_id})
-        if answer.status == 403:  # a role refusal is the same for every item: say it once, as the tool does
-            return outcome(page, answer, "Refused", EDGES)
-        done, failed = (done + 1, failed) if answer.error is None else (done, failed + 1)
+        arguments = {"action": "reject", "proposal_id": proposal_id}
+        rejected = await checked(page, "edge_review", arguments, reject_one)
+        # a role refusal is the same for every item: say it once, as the tool does
+        if isinstance(rejected, Refusal) and rejected.status == 403:
+            return outcome(page, rejected.answer, "Refused", EDGES)
+        done, failed = (done, failed + 1) if isinstance(rejected, Refusal) else (done + 1, failed)
     return back_to_queue(EDGES, "rejected", done, failed, keep)
 
 
@@ -140,10 +148,10 @@ async def retention_selected(page: Page, form: Form) -> Response:
     done = failed = 0
     for thought_id in ids:
         arguments = {"action": "protect", "thought_id": thought_id, "protected": True}
-        answer = await call(page, "retention_review", arguments)
-        if answer.status == 403:
-            return outcome(page, answer, "Refused", RETENTION)
-        done, failed = (done + 1, failed) if answer.error is None else (done, failed + 1)
+        protected = await checked(page, "retention_review", arguments, protect_one)
+        if isinstance(protected, Refusal) and protected.status == 403:
+            return outcome(page, protected.answer, "Refused", RETENTION)
+        done, failed = (done, failed + 1) if isinstance(protected, Refusal) else (done + 1, failed)
     return back_to_queue(RETENTION, "protected", done, failed)
 
 

@@ -3,7 +3,6 @@ transaction."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,10 +13,11 @@ from app.db.repositories.neighbours import NeighbourProbe
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtFilter, status_filter
 from app.errors import unavailable
+from app.ids import parse_uuid
 from app.services.context import AppContext
 from app.services.crystallize.clusters import ClusterGroup, ClusterService, GraphPage
 from app.services.scope import ReadScope, normalize_path, resolve_read_scope
-from app.services.store.thoughts import check_content
+from app.services.store.thoughts import check_content, normalize_tags
 
 DEFAULT_GRAPH_LIMIT = 500
 
@@ -45,12 +45,15 @@ class NewClusterResult:
 async def create_cluster(
     app: AppContext,
     principal: Principal,
-    member_ids: Sequence[uuid.UUID],
+    member_ids: Sequence[str],
     title: str | None,
-    tags: list[str],
+    tags: Sequence[str] | None,
     cwd: str | None,
 ) -> NewClusterResult:
-    """A cluster thought over the members; a title is checked and embedded before the transaction."""
+    """A cluster thought over the members, as every door receives them: the ids parsed (refused as
+    `thought_ids[i]`), the tags normalised; a title is checked and embedded before the transaction."""
+    members = [parse_uuid(value, f"thought_ids[{index}]") for index, value in enumerate(member_ids)]
+    normalized = normalize_tags(tags)
     title = (title or "").strip() or None
     if title is not None:
         check_content(title, app.settings.content.hard_limit, "title")
@@ -59,15 +62,15 @@ async def create_cluster(
     async with app.db.unit_of_work() as session:
         path = normalize_path(cwd or "")
         project = await ProjectRepository(session).find_for_path(path) if path else None
-        created, edges, members = await ClusterService(session, principal).create_cluster(
-            list(member_ids),
+        created, edges, found = await ClusterService(session, principal).create_cluster(
+            members,
             title,
-            tags,
+            normalized,
             project,
             vectors[0] if vectors else None,
             profile.model_id if vectors and profile else None,
         )
-    return NewClusterResult(created, list(edges), list(members), project)
+    return NewClusterResult(created, list(edges), list(found), project)
 
 
 # ---------------------------------------------------------------- auto_cluster (run in its confirm flow's transaction)

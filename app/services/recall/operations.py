@@ -1,11 +1,13 @@
 """The thought reads of memory_recall (and memory_reflect timeline) as units of work: search and
-clusters (`search`), `context`, `get`, `chain` and the paged inventory (`page`).
+clusters (`search`), `context`, `get`, `chain`, a thought's page (`neighbourhood`: its edges and chain in one
+read) and the paged inventory (`page`).
 
 A request names what to read; the service owns the rest — the query embedding started beside the
 transaction, the read scope, the thought filter and how the vector leg reads it, the relevance
 calibration of the active model, the hits it counts, and the links or clusters the answer attaches.
-The adapter shapes; a read that counts hits (search, clusters, context, get) takes the adapter's `answer` and
-builds it inside the transaction that counts them, so an answer that fails to build leaves no hit (issue 22).
+The adapter shapes; a read that counts hits (search, clusters, context, get, neighbourhood) takes the adapter's
+`answer` and builds it inside the transaction that counts them, so an answer that fails to build leaves no hit
+(issue 22).
 """
 
 from __future__ import annotations
@@ -300,6 +302,31 @@ async def chain(app: AppContext, thought_id: uuid.UUID, max_depth: int, include_
         ids = [thought_id, *(s.neighbour.thought.id for s in [*upstream, *downstream])]
         links = await _links(session, include_url_links, ids)
     return ChainResult(thought, upstream, downstream, links)
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """A thought as its page shows it: the record, its edges both ways with the other end's record (as `get`
+    with edges reads them), and its parent/develops chain both ways (as `chain` walks it)."""
+
+    thought: ThoughtRecord
+    upstream: list[Neighbour]  # edges into the thought
+    downstream: list[Neighbour]  # edges out of it
+    ancestors: list[ChainStep]
+    descendants: list[ChainStep]
+
+
+async def neighbourhood(
+    app: AppContext, thought_id: uuid.UUID, answer: Callable[[Neighbourhood], Answered]
+) -> Answered:
+    """One thought, its one-hop edges and its chain (`settings.graph.max_degree` edges and steps, CHAIN_CAP thoughts
+    a side), in one read: the thought and its neighbours count a hit each, as `get` counts them; the chain counts
+    none, as `chain` counts none. `answer` runs before the commit of the hits."""
+    max_degree = app.settings.graph.max_degree
+    async with _reading(app) as (session, hits):
+        found = await RecallService(session, hits).get(thought_id, True, max_degree)
+        ancestors, descendants = await GraphService(session).chain(thought_id, max_degree, CHAIN_CAP)
+        return answer(Neighbourhood(found.thought, found.upstream, found.downstream, ancestors, descendants))
 
 
 # ---------------------------------------------------------------- the paged inventory

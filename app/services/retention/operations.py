@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.db.records import Principal, ThoughtRecord
+from app.ids import parse_uuid
 from app.services.context import AppContext
 from app.services.retention.service import RetentionRule, RetentionService
+
+# A candidate's content is listed cut to this many characters: enough to recognise it, its page shows the rest.
+CONTENT_CUT = 200
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A retention candidate as every door lists it: the thought with its content cut to CONTENT_CUT characters,
+    and the project it belongs to."""
+
+    thought: ThoughtRecord
+    project_id: uuid.UUID
+    project_name: str
+
+    @classmethod
+    def of(cls, thought: ThoughtRecord) -> Candidate:
+        cut = replace(thought, content=thought.content[:CONTENT_CUT])
+        return cls(cut, thought.project_id, thought.project_name)
 
 
 @dataclass(frozen=True)
 class CandidatePage:
-    rows: list[ThoughtRecord]
+    candidates: list[Candidate]
     total: int  # candidates for the rule, ignoring the page
     limit: int  # the page size that ran
 
@@ -34,11 +53,12 @@ async def candidate_page(
     size = limit or defaults.page_size
     async with app.db.unit_of_work() as session:
         rows, total = await RetentionService(session, principal).candidates(rule, size, offset)
-    return CandidatePage(list(rows), total, size)
+    return CandidatePage([Candidate.of(row) for row in rows], total, size)
 
 
-async def protect_thought(
-    app: AppContext, principal: Principal, thought_id: uuid.UUID, protected: bool
-) -> ThoughtRecord:
+async def protect_thought(app: AppContext, principal: Principal, thought_id: str, protected: bool) -> ThoughtRecord:
+    """retention_review protect as every door receives it: the id parsed (refused as `thought_id`), then protected
+    or unprotected."""
+    parsed = parse_uuid(thought_id, "thought_id")
     async with app.db.unit_of_work() as session:
-        return await RetentionService(session, principal).protect(thought_id, protected)
+        return await RetentionService(session, principal).protect(parsed, protected)

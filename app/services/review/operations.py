@@ -106,6 +106,8 @@ async def queue_page(
     return QueuePage(scope, rows, total, retired, all_total)
 
 
-async def reject(app: AppContext, principal: Principal, proposal_id: uuid.UUID) -> dict[str, Any]:
+async def reject(app: AppContext, principal: Principal, proposal_id: str) -> dict[str, Any]:
+    """edge_review reject as every door receives it: the id parsed (refused as `proposal_id`), then rejected."""
+    parsed = parse_uuid(proposal_id, "proposal_id")
     async with app.db.unit_of_work() as session:
-        return await ProposalService(session, principal).reject(proposal_id)
+        return await ProposalService(session, principal).reject(parsed)

@@ -1,8 +1,11 @@
 """memory_store's writes as units of work: create, update, bulk_create, link and link_batch.
 
 Each call embeds before its transaction (a large batch embeds inside it, overlapped with the inserts),
-resolves the project, writes through StoreService and reports the soft-limit warnings. The adapter turns
-arguments into NewThought rows and shapes the answer.
+resolves the project, writes through StoreService and reports the soft-limit warnings. The arguments' own rules
+live here too, for every door that writes a thought (the tool's handlers, the console's forms): a thought to
+create as received (`new_thought`: content within the hard limit, tags, status, parent id), the fields an update
+was given (`update_given`: null means not given, at least one to change) and a link's ids (`link`); each refusal
+names the argument. The adapter shapes the answer.
 """
 
 from __future__ import annotations
@@ -11,12 +14,12 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from app.db.models import EdgeType
 from app.db.records import EdgeRecord, Principal, ThoughtRecord
 from app.db.repositories.projects import ProjectRepository
-from app.errors import AppError, ErrorKind
+from app.errors import AppError, ErrorKind, bad_request
 from app.ids import parse_uuid
 from app.services.context import AppContext
 from app.services.scope import normalize_path, resolve_write_project, scope_of
@@ -28,6 +31,8 @@ from app.services.store.thoughts import (
     StoreService,
     check_content,
     check_status,
+    normalize_tags,
+    parse_parent,
 )
 
 logger = logging.getLogger(__name__)
@@ -59,6 +64,59 @@ class Written:
         return thought
 
 
+class UrlLinkFields(Protocol):
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
+
+
+class ThoughtFields(Protocol):
+    """A thought to create as a door received it, its shapes already checked (memory_store create's arguments, a
+    bulk_create row, the console's create form)."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def tags(self) -> Sequence[str] | None: ...
+
+    @property
+    def status(self) -> str | None: ...
+
+    @property
+    def is_protected(self) -> bool: ...
+
+    @property
+    def is_global(self) -> bool: ...
+
+    @property
+    def parent_id(self) -> str | None: ...
+
+    @property
+    def url_links(self) -> Sequence[UrlLinkFields] | None: ...
+
+
+def new_thought(fields: ThoughtFields, hard_limit: int, prefix: str = "") -> NewThought:
+    """The checks that need the settings or the database's types; raises AppError naming the argument (`prefix`:
+    a bulk_create row's `thoughts[i].`)."""
+    return NewThought(
+        content=check_content(fields.content, hard_limit, f"{prefix}content"),
+        tags=normalize_tags(fields.tags, f"{prefix}tags"),
+        status=check_status(fields.status, f"{prefix}status"),
+        is_protected=fields.is_protected,
+        is_global=fields.is_global,
+        parent_id=parse_parent(fields.parent_id),
+        url_links=[(link.text.strip(), link.url) for link in fields.url_links or []],
+    )
+
+
+async def create_given(app: AppContext, principal: Principal, fields: ThoughtFields, cwd: str | None) -> Written:
+    """memory_store create as a door received it: `new_thought`'s checks, then `create` in the cwd's project."""
+    return await create(app, principal, new_thought(fields, app.settings.content.hard_limit), cwd)
+
+
 async def create(app: AppContext, principal: Principal, row: NewThought, cwd: str | None) -> Written:
     vectors = await app.embedding.embed_passages([row.content])
     model_id = app.embedding.profile.model_id if vectors and app.embedding.profile else None
@@ -68,6 +126,19 @@ async def create(app: AppContext, principal: Principal, row: NewThought, cwd: st
         if outcome.error is not None:
             raise outcome.error
     return Written([outcome], scope, soft_limit_warnings([row.content], app.settings.content.soft_limit))
+
+
+async def update_given(app: AppContext, principal: Principal, thought_id: str, given: dict[str, Any]) -> Written:
+    """memory_store update as a door received it: `given` holds the fields the caller set; null means "not given" (a
+    NOT NULL column must not become NULL), except surface_after, where it clears; tags_mode alone changes nothing."""
+    parsed = parse_uuid(thought_id, "thought_id")
+    changes = {name: value for name, value in given.items() if value is not None or name == "surface_after"}
+    if not set(changes) - {"tags_mode"}:
+        raise bad_request(
+            "memory_store action=update needs at least one field to change: content, tags (with tags_mode), "
+            "status, cwd, is_protected, is_global or surface_after"
+        )
+    return await update(app, principal, parsed, changes)
 
 
 async def update(app: AppContext, principal: Principal, thought_id: uuid.UUID, changes: dict[str, Any]) -> Written:
@@ -123,6 +194,14 @@ async def link_pair(
 ) -> EdgeRecord:
     async with app.db.unit_of_work() as session:
         return (await EdgeService(session, principal).link(source_id, target_id, edge_type)).edge
+
+
+async def link(
+    app: AppContext, principal: Principal, source_id: str, target_id: str, edge_type: EdgeType
+) -> EdgeRecord:
+    """memory_store link as a door received it: the two ids parsed (refused by their argument's name), then linked."""
+    source, target = parse_uuid(source_id, "source_id"), parse_uuid(target_id, "target_id")
+    return await link_pair(app, principal, source, target, edge_type)
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,9 @@ from app.mcp.calls import CallContext, ToolAnswer
 from app.mcp.confirm import ConfirmFlow, Preview
 from app.mcp.envelope import Meta, collection, single
 from app.mcp.shaping import ThoughtShaper
-from app.mcp.tools.common import uuid_arg
 from app.mcp.tools.crystallize.args import AutoClusterArgs, ClusterArgs, GraphArgs
 from app.services.crystallize import operations as crystallize_operations
 from app.services.crystallize.clusters import ClusterGroup
-from app.services.store.thoughts import normalize_tags
 from app.services.values import ThoughtRecord
 
 NODE_FIELDS = ("id", "label", "title", "group", "tags", "category", "status", "is_cluster", "project_name")
@@ -53,9 +51,9 @@ async def graph(args: GraphArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def cluster(args: ClusterArgs, ctx: CallContext) -> ToolAnswer:
-    member_ids = [uuid_arg(value, f"thought_ids[{index}]") for index, value in enumerate(args.thought_ids)]
-    tags = normalize_tags(args.tags)
-    made = await crystallize_operations.create_cluster(ctx.app, ctx.principal, member_ids, args.title, tags, args.cwd)
+    made = await crystallize_operations.create_cluster(
+        ctx.app, ctx.principal, args.thought_ids, args.title, args.tags, args.cwd
+    )
     created, edges, members, project = made.cluster, made.edges, made.members, made.project
     shape = ThoughtShaper(compact=False)
     item = {

@@ -192,6 +192,9 @@ rollback = ConfirmFlow(prepare=_run_id, plan=_plan_rollback, execute=_rollback)
 
 
 async def reject(args: RejectArgs, ctx: CallContext) -> ToolAnswer:
-    proposal_id = uuid_arg(args.proposal_id, "proposal_id")
-    report = await review_operations.reject(ctx.app, ctx.principal, proposal_id)
+    return rejected_answer(await review_operations.reject(ctx.app, ctx.principal, args.proposal_id))
+
+
+def rejected_answer(report: dict[str, Any]) -> ToolAnswer:
+    """reject's answer (and the console's outcome page of a reject, app/http/ui/review.py)."""
     return ToolAnswer(single(Meta("reject"), report))

@@ -114,11 +114,13 @@ async def search_clusters(args: ClustersArgs, ctx: CallContext) -> ToolAnswer:
     return await _run_search(args, ctx, SearchRequest.of_clusters(args))
 
 
-def _steps(rows: list[Neighbour], shape: ThoughtShaper) -> list[dict[str, Any]]:
+def step_items(rows: list[Neighbour], shape: ThoughtShaper) -> list[dict[str, Any]]:
+    """Each edge with the thought at its other end (`get` with edges, `context`; the console's thought page)."""
     return [{"edge": shape_edge(row.edge), "thought": shape(row.thought)} for row in rows]
 
 
-def _chain_steps(rows: list[ChainStep], shape: ThoughtShaper) -> list[dict[str, Any]]:
+def chain_items(rows: list[ChainStep], shape: ThoughtShaper) -> list[dict[str, Any]]:
+    """Each chain step: its edge, the thought it reaches and how far (`chain`; the console's thought page)."""
     return [
         {
             "edge": shape_edge(step.neighbour.edge),
@@ -160,7 +162,7 @@ def _context_answer(args: ContextArgs, found: ContextResult) -> ToolAnswer:
     shape = _shaper(args, found.links)
     item = {
         "thought": shape(found.thought),
-        "chain": {"upstream": _steps(found.upstream, shape), "downstream": _steps(found.downstream, shape)},
+        "chain": {"upstream": step_items(found.upstream, shape), "downstream": step_items(found.downstream, shape)},
     }
     return ToolAnswer(single(meta, item))
 
@@ -172,8 +174,8 @@ async def chain(args: ChainArgs, ctx: CallContext) -> ToolAnswer:
     shape = _shaper(args, found.links)
     item = {
         "thought": shape(found.thought),
-        "upstream": _chain_steps(found.upstream, shape),
-        "downstream": _chain_steps(found.downstream, shape),
+        "upstream": chain_items(found.upstream, shape),
+        "downstream": chain_items(found.downstream, shape),
     }
     return ToolAnswer(single(Meta("chain"), item))
 
@@ -189,8 +191,8 @@ def _get_answer(args: GetArgs, read: GetResult) -> ToolAnswer:
     shape = _shaper(args, read.links)
     item = shape(read.found.thought)
     if args.include_edges:
-        item["upstream"] = _steps(read.found.upstream, shape)
-        item["downstream"] = _steps(read.found.downstream, shape)
+        item["upstream"] = step_items(read.found.upstream, shape)
+        item["downstream"] = step_items(read.found.downstream, shape)
     return ToolAnswer(single(Meta("get"), item))
 
 

@@ -22,36 +22,31 @@ from app.services.retention.service import (
     embedded_summary,
 )
 from app.services.store.thoughts import check_content, normalize_tags
-
-CONTENT_CUT = 200
+from app.services.values import ThoughtRecord
 
 
 async def list_candidates(args: ListArgs, ctx: CallContext) -> ToolAnswer:
     page = await candidate_page(
         ctx.app, ctx.principal, args.min_age_days, args.importance_floor, args.limit, args.offset
     )
-    rows, total, limit = page.rows, page.total, page.limit
     shape = ThoughtShaper(compact=bool(args.compact), fields=args.fields)
     items = []
-    for row in rows:
-        item = shape(row)
-        if "content" in item:
-            item["content"] = row.content[:CONTENT_CUT]
+    for candidate in page.candidates:
+        item = shape(candidate.thought)
         if not args.fields:
-            item["project_id"], item["project_name"] = str(row.project_id), row.project_name
+            item["project_id"], item["project_name"] = str(candidate.project_id), candidate.project_name
         items.append(item)
-    meta = Meta("list", counts={"limit": limit, "offset": args.offset})
-    return ToolAnswer(collection(meta, items, total=total))
+    meta = Meta("list", counts={"limit": page.limit, "offset": args.offset})
+    return ToolAnswer(collection(meta, items, total=page.total))
 
 
 async def protect(args: ProtectArgs, ctx: CallContext) -> ToolAnswer:
-    thought_id = uuid_arg(args.thought_id, "thought_id")
-    thought = await protect_thought(ctx.app, ctx.principal, thought_id, args.protected)
-    item = {
-        "thought_id": str(thought_id),
-        "is_protected": thought.is_protected,
-        "status": thought.status.value,
-    }
+    return protected_answer(await protect_thought(ctx.app, ctx.principal, args.thought_id, args.protected))
+
+
+def protected_answer(thought: ThoughtRecord) -> ToolAnswer:
+    """protect's answer (and the console's outcome page of a protect, app/http/ui/review.py)."""
+    item = {"thought_id": str(thought.id), "is_protected": thought.is_protected, "status": thought.status.value}
     return ToolAnswer(single(Meta("protect"), item))
 
 

@@ -62,6 +62,10 @@ class UpdateArgs(CwdArgs):
     is_global: bool | None = Field(default=None, description="visible in every project")
     surface_after: Moment | None = Field(default=None, description="ISO time a draft stays hidden until")
 
+    def given(self) -> dict[str, Any]:
+        """The fields the caller set, as app.services.store.operations.update_given takes them."""
+        return self.model_dump(exclude={"action", "thought_id"}, exclude_unset=True)
+
 
 class BulkCreateArgs(CwdArgs):
     action: Literal["bulk_create"]

@@ -27,48 +27,22 @@ from app.mcp.tools.store.args import (
 )
 from app.services.store import operations as store_operations
 from app.services.store.edges import EdgeService, edge_not_found
-from app.services.store.operations import link_pair, link_pairs
-from app.services.store.thoughts import NewThought, check_content, check_status, normalize_tags, parse_parent
+from app.services.store.operations import link_pairs, new_thought
+from app.services.store.thoughts import NewThought
 from app.services.values import EdgeRecord
 
 EdgeState = tuple[uuid.UUID, EdgeRecord | None]
 EdgesState = tuple[list[uuid.UUID], dict[uuid.UUID, EdgeRecord | None]]
 
 
-def to_new_thought(row: ThoughtInput, hard_limit: int, prefix: str = "") -> NewThought:
-    """Checks that need the settings (pydantic already checked shapes); raises AppError naming the argument."""
-    return NewThought(
-        content=check_content(row.content, hard_limit, f"{prefix}content"),
-        tags=normalize_tags(row.tags, f"{prefix}tags"),
-        status=check_status(row.status, f"{prefix}status"),
-        is_protected=row.is_protected,
-        is_global=row.is_global,
-        parent_id=parse_parent(row.parent_id),
-        url_links=[(link.text.strip(), link.url) for link in row.url_links or []],
-    )
-
-
 async def create_thought(args: CreateArgs, ctx: CallContext) -> ToolAnswer:
-    row = to_new_thought(args, ctx.app.settings.content.hard_limit)
-    written = await store_operations.create(ctx.app, ctx.principal, row, args.cwd)
+    written = await store_operations.create_given(ctx.app, ctx.principal, args, args.cwd)
     meta = Meta("create", scope=written.scope, warnings=written.warnings)
     return ToolAnswer(single(meta, ThoughtShaper(compact=False)(written.thought)))
 
 
 async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
-    thought_id = uuid_arg(args.thought_id, "thought_id")
-    # null means "not given" (a NOT NULL column must not become NULL), except surface_after, where it clears
-    changes = {
-        name: value
-        for name, value in args.model_dump(exclude={"action", "thought_id"}, exclude_unset=True).items()
-        if value is not None or name == "surface_after"
-    }
-    if not set(changes) - {"tags_mode"}:
-        raise bad_request(
-            "memory_store action=update needs at least one field to change: content, tags (with tags_mode), "
-            "status, cwd, is_protected, is_global or surface_after"
-        )
-    written = await store_operations.update(ctx.app, ctx.principal, thought_id, changes)
+    written = await store_operations.update_given(ctx.app, ctx.principal, args.thought_id, args.given())
     meta = Meta("update", scope=written.scope, warnings=written.warnings)
     return ToolAnswer(single(meta, ThoughtShaper(compact=False)(written.thought)))
 
@@ -76,7 +50,7 @@ async def update_thought(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
 def _bulk_row(raw: dict[str, Any], index: int, hard_limit: int) -> NewThought | AppError:
     prefix = f"thoughts[{index}]."
     try:
-        return to_new_thought(ThoughtInput.model_validate(raw), hard_limit, prefix)
+        return new_thought(ThoughtInput.model_validate(raw), hard_limit, prefix)
     except ValidationError as error:
         first = error.errors()[0]
         name = ".".join(str(part) for part in first["loc"])
@@ -107,9 +81,7 @@ async def bulk_create(args: BulkCreateArgs, ctx: CallContext) -> ToolAnswer:
 
 
 async def link(args: LinkArgs, ctx: CallContext) -> ToolAnswer:
-    source_id = uuid_arg(args.source_id, "source_id")
-    target_id = uuid_arg(args.target_id, "target_id")
-    edge = await link_pair(ctx.app, ctx.principal, source_id, target_id, args.edge_type)
+    edge = await store_operations.link(ctx.app, ctx.principal, args.source_id, args.target_id, args.edge_type)
     return ToolAnswer(single(Meta("link"), shape_edge(edge)))
 
 

@@ -199,7 +199,11 @@ async def test_a_closed_projects_thoughts_are_neither_shown_nor_curated_by_a_non
     own = cast.open_thought_ids[0]
     csrf = await signed_in(ui, app_context, "bob", Role.writer)  # a writer, no member of alice's `secret`
     before = await table_digests(app_context)
-    for path in (f"/ui/thoughts/{secret_id}/edit", f"/ui/thoughts/{secret_id}/pick?query=master"):
+    for path in (
+        f"/ui/thoughts/{secret_id}",
+        f"/ui/thoughts/{secret_id}/edit",
+        f"/ui/thoughts/{secret_id}/pick?query=master",
+    ):
         page = await ui.get(path)
         assert page.status_code == 404 and "master key" not in page.text, path
     picker = await ui.get(f"/ui/thoughts/{own}/pick", params={"query": "secret master key note"})

@@ -226,12 +226,15 @@ async def test_retention_list_protect_delete_and_compact(
     app_context: AppContext,
     writer: ToolCaller,
 ) -> None:
-    kept, deleted, first, second = await retention_candidates(
-        writer, "An old draft to keep", "An old draft to drop", "Old note one", "Old note two"
+    long = "An old draft with a long tail " + "x" * 300
+    kept, deleted, first, second, _ = await retention_candidates(
+        writer, "An old draft to keep", "An old draft to drop", "Old note one", "Old note two", long
     )
     csrf = await signed_in(ui, app_context, "wes", Role.writer)
     page = await ui.get("/ui/review/retention")
-    assert page.status_code == 200 and "4 candidates." in page.text and "An old draft to drop" in page.text
+    assert page.status_code == 200 and "5 candidates." in page.text and "An old draft to drop" in page.text
+    assert f">{long[:200]}</a>" in page.text and long[:201] not in page.text  # cut as the tool cuts it
+    assert "<dt>project</dt><dd>Old</dd>" in page.text
 
     protected = await ui.post("/ui/review/retention/protect", data={"thought_id": kept, "csrf": csrf})
     assert protected.status_code == 200 and "Unprotect it" in protected.text

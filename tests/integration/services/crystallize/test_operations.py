@@ -4,7 +4,6 @@ auto_cluster's plan and run."""
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from pathlib import Path
 
 import pytest
@@ -26,10 +25,11 @@ async def test_a_cluster_lands_in_the_cwd_project_and_the_graph_shows_it(
     first = await create(writer, "Terraform state lives in the shared bucket", cwd="/work/infra")
     second = await create(writer, "Terraform plans run on every pull request", cwd="/work/infra")
     await link(writer, first["id"], second["id"], "related")
-    ids = [uuid.UUID(first["id"]), uuid.UUID(second["id"])]
+    ids = [first["id"], second["id"]]
     made = await crystallize_operations.create_cluster(
-        app_context, writer.principal, ids, "  Terraform  ", [], "/work/infra"
+        app_context, writer.principal, ids, "  Terraform  ", [" infra ", "Infra"], "/work/infra"
     )
+    assert made.cluster.tags == ["cluster", "infra"]  # normalised as the tool's tags are
     assert made.project is not None and str(made.project.id) == project["id"]
     assert made.cluster.content == "Terraform" and made.cluster.is_cluster
     assert [str(member.id) for member in made.members] == [first["id"], second["id"]]
@@ -41,8 +41,10 @@ async def test_a_cluster_lands_in_the_cwd_project_and_the_graph_shows_it(
 async def test_a_cluster_title_is_held_to_the_content_limit(writer: ToolCaller, app_context: AppContext) -> None:
     member = await create(writer, "A lone member")
     with pytest.raises(AppError, match="'title'"):
+        await crystallize_operations.create_cluster(app_context, writer.principal, [member["id"]], "t" * 721, [], None)
+    with pytest.raises(AppError, match=r"'thought_ids\[1\]'"):  # each id refused by its place in the list
         await crystallize_operations.create_cluster(
-            app_context, writer.principal, [uuid.UUID(member["id"])], "t" * 721, [], None
+            app_context, writer.principal, [member["id"], "nope"], None, [], None
         )
 
 

@@ -1,4 +1,5 @@
-"""app/services/recall/operations.py: memory_recall's ranked reads as units of work, without the tool layer."""
+"""app/services/recall/operations.py: memory_recall's ranked reads (and the thought page's neighbourhood) as units of
+work, without the tool layer."""
 
 from __future__ import annotations
 
@@ -138,6 +139,36 @@ async def test_chain_walks_both_ways(writer: ToolCaller, app_context: AppContext
     assert [str(step.neighbour.thought.id) for step in walked.upstream] == [first["id"]]
     assert [str(step.neighbour.thought.id) for step in walked.downstream] == [third["id"]]
     assert walked.links is None
+
+
+async def test_neighbourhood_reads_the_edges_both_ways_and_the_chain_in_one_read(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    """The thought page's read: `get`'s one hop (each counted a hit, as `get` counts them) and `chain`'s lineage
+    (a thought only the chain reaches counts none, as `chain` counts none)."""
+    parent = await create(writer, "Release trains leave every second Tuesday")
+    centre = await create(writer, "The release train carries every merged change")
+    child = await create(writer, "A hotfix boards the next train as a cherry-pick")
+    grandchild = await create(writer, "Cherry-picks need the release manager's approval")
+    other = await create(writer, "Merges freeze the day before a train leaves")
+    await link(writer, parent["id"], centre["id"], "parent")
+    await link(writer, centre["id"], child["id"], "develops")
+    await link(writer, child["id"], grandchild["id"], "develops")
+    await link(writer, centre["id"], other["id"], "related")
+    found = await recall_operations.neighbourhood(app_context, uuid.UUID(centre["id"]), lambda read: read)
+    assert str(found.thought.id) == centre["id"]
+    assert [str(n.thought.id) for n in found.upstream] == [parent["id"]]
+    assert sorted(str(n.thought.id) for n in found.downstream) == sorted([child["id"], other["id"]])
+    assert [(str(s.neighbour.thought.id), s.depth) for s in found.ancestors] == [(parent["id"], 1)]
+    assert [(str(s.neighbour.thought.id), s.depth) for s in found.descendants] == [
+        (child["id"], 1),
+        (grandchild["id"], 2),
+    ]
+    for counted in (centre, parent, child, other):
+        assert await hit_count(app_context, counted["id"]) == 1
+    assert await hit_count(app_context, grandchild["id"]) is None
+    with pytest.raises(AppError, match="not found"):
+        await recall_operations.neighbourhood(app_context, uuid.uuid4(), lambda read: read)
 
 
 async def test_page_counts_the_total_beyond_the_page(writer: ToolCaller, app_context: AppContext) -> None:

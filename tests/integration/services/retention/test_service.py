@@ -14,19 +14,38 @@ from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.errors import AppError
 from app.services.context import AppContext
-from app.services.retention.operations import candidate_page
+from app.services.retention.operations import CONTENT_CUT, candidate_page
 from app.services.retention.service import RetentionService, Summary, embedded_summary
 from tests.conftest import settings_with
 from tests.support.helpers import ToolCaller
-from tests.support.search import archive, create, link, register
+from tests.support.search import archive, create, execute, link, register
 
 
 async def test_the_candidate_page_falls_back_to_the_settings(writer: ToolCaller, app_context: AppContext) -> None:
     page = await candidate_page(app_context, writer.principal, None, None, None, 0)
-    assert page.limit == app_context.settings.retention_review.page_size and page.rows == [] and page.total == 0
+    assert page.limit == app_context.settings.retention_review.page_size and page.candidates == [] and page.total == 0
     tuned = dataclasses.replace(app_context, settings=settings_with(retention_review={"page_size": 3}))
     assert (await candidate_page(tuned, writer.principal, 5, 0.5, None, 0)).limit == 3
     assert (await candidate_page(tuned, writer.principal, 5, 0.5, 7, 0)).limit == 7
+
+
+async def test_a_candidate_is_listed_with_its_content_cut_and_its_project(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    """The cut and the project both doors list (retention_review list, the console's retention page)."""
+    project = await register(writer, "attic", "/work/attic")
+    long = "An attic note " + "y" * 300
+    made = await create(writer, long, cwd="/work/attic")
+    await execute(
+        app_context,
+        "UPDATE thought SET status = 'archived', importance = 0.05, created_at = now() - interval '90 days', "
+        "archived_at = now() - interval '90 days' WHERE id = :id",
+        id=uuid.UUID(made["id"]),
+    )
+    page = await candidate_page(app_context, writer.principal, None, None, None, 0)
+    [found] = [c for c in page.candidates if str(c.thought.id) == made["id"]]
+    assert found.thought.content == long[:CONTENT_CUT] and len(found.thought.content) == CONTENT_CUT
+    assert (str(found.project_id), found.project_name) == (project["id"], "attic")
 
 
 async def test_a_delete_preview_lists_the_edges_that_go_with_the_thought(

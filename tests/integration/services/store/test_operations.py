@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from app.services.store import operations as store_operations
 from app.services.store.operations import link_pair, link_pairs
 from app.services.store.thoughts import NewThought
 from tests.support.helpers import ToolCaller
-from tests.support.search import create, register
+from tests.support.search import create, register, rows
 
 
 async def test_create_lands_in_the_cwd_project_and_warns_over_the_soft_limit(
@@ -65,3 +67,62 @@ async def test_links_one_and_many(writer: ToolCaller, app_context: AppContext) -
     )
     assert outcomes[0].edge is not None and outcomes[0].error is None
     assert outcomes[1].edge is None and outcomes[1].error is not None and "links[1].source" in outcomes[1].error.message
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A thought to create as a door received it (store_operations.ThoughtFields)."""
+
+    content: str
+    tags: list[str] | None = None
+    status: str | None = None
+    is_protected: bool = False
+    is_global: bool = False
+    parent_id: str | None = None
+    url_links: list[Any] | None = None
+
+
+async def test_the_arguments_rules_are_the_operations_for_every_door(
+    writer: ToolCaller, app_context: AppContext
+) -> None:
+    """What memory_store's handlers and the console's forms share: each refusal names its argument, and a refused
+    call writes nothing."""
+    parent = await create(writer, "The runbook lives in the ops wiki")
+    made = await store_operations.create_given(
+        app_context,
+        writer.principal,
+        Typed("Runbook pages carry an owner", [" Ops ", "ops"], None, parent_id=parent["id"]),
+        None,
+    )
+    assert made.thought.tags == ["Ops"]  # trimmed, one of each whatever its case
+    for fields, argument in (
+        (Typed("x" * 721), "content"),
+        (Typed("Fine", status="archived"), "status"),
+        (Typed("Fine", parent_id="nope"), "parent_id"),
+    ):
+        with pytest.raises(AppError, match=f"'{argument}'"):
+            await store_operations.create_given(app_context, writer.principal, fields, None)
+
+    thought_id = str(made.thought.id)
+    with pytest.raises(AppError, match="needs at least one field to change"):
+        await store_operations.update_given(app_context, writer.principal, thought_id, {"tags_mode": "add"})
+    with pytest.raises(AppError, match="needs at least one field to change"):  # null is "not given"
+        await store_operations.update_given(app_context, writer.principal, thought_id, {"content": None})
+    with pytest.raises(AppError, match="Invalid 'thought_id'"):
+        await store_operations.update_given(app_context, writer.principal, "nope", {"content": "New"})
+    added = await store_operations.update_given(
+        app_context, writer.principal, thought_id, {"tags": ["wiki"], "tags_mode": "add", "surface_after": None}
+    )
+    assert added.thought.tags == ["Ops", "wiki"]
+
+    with pytest.raises(AppError, match="Invalid 'target_id'"):
+        await store_operations.link(app_context, writer.principal, thought_id, "nope", EdgeType.related)
+    other = await create(writer, "Owners review their runbook pages yearly")
+    edge = await store_operations.link(app_context, writer.principal, other["id"], thought_id, EdgeType.supports)
+    assert (str(edge.source_id), str(edge.target_id), edge.type) == (other["id"], thought_id, EdgeType.supports)
+    parent_edges = await rows(
+        app_context, "SELECT count(*) FROM edge WHERE type = 'parent' AND target_id = :id", id=made.thought.id
+    )
+    assert parent_edges == [(1,)]
+    count = await rows(app_context, "SELECT count(*) FROM thought WHERE content = 'Fine'")
+    assert count == [(0,)]
