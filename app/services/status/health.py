@@ -1,8 +1,9 @@
 """Health checks (docs/mcp-tools.md, action=health): the findings of 23 checks, a score, and the safe autofixes.
 
-Each check is a query selecting its finding rows (`Check.sql`). Six of them would each read the whole `thought`
-heap — the five row checks (`Check.scanned`: a finding is one thought row) and the BM25 drift — so one pass over
-`thought` (SCAN: counts with FILTER clauses, grouped by project) answers them and counts the thoughts by status;
+Each check is a query selecting its finding rows (`Check.sql`). Eight of them would each read the whole `thought`
+heap, or `edge` once per thought — the seven row checks (`Check.scanned`: a finding is one thought row, the degree
+checks' a thought and its edges) and the BM25 drift — so one pass over `thought` joined to one read of `edge`
+(SCAN, LINKED: counts with FILTER clauses, grouped by project) answers them and counts the thoughts by status;
 a row check with findings runs its own query only for its first DETAIL_LIMIT rows, when details are asked for.
 duplicate_content keeps its own pass: it groups by content, and folded in, a hash table of every content would
 carry every other count, spilling past work_mem, for at most ~40 ms at 100 k (docs/BENCHMARKS.md "Console pages
