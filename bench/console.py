@@ -48,7 +48,7 @@ from app.db.embedded import EmbeddedPostgres, tuned_server_settings
 from app.db.engine import build_engine
 from app.db.models import Role
 from app.embedding.profiles import OFFLINE_MINILM
-from app.main import build_context, create_http_app
+from app.main import build_context, create_http_app, freeze_long_lived
 from app.services.admin.users import UserService
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
@@ -330,6 +330,7 @@ async def run(url: str, args: argparse.Namespace, work_dir: Path, pgdata: Path) 
         meter = CpuMeter(pgdata)
         async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
             csrf = await sign_in(client, token)
+            freeze_long_lived()  # as a server does once its embedder is loaded (app.main.background)
             for page in pages(world):
                 if args.only and args.only not in page.name:
                     continue

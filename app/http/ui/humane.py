@@ -29,21 +29,25 @@ def _parsed(value: str | datetime) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _readable(value: str | datetime, moment: datetime | None) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else str(value)
+
+
 def readable(value: str | datetime | None) -> str:
     """`2026-10-08 13:34 UTC`: minutes are what a person compares; the full moment stays in `datetime`."""
     if value is None or value == "":
         return "—"
-    moment = _parsed(value)
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else str(value)
+    return _readable(value, _parsed(value))
 
 
 def moment(value: str | datetime | None) -> Markup:
-    """A `<time>` element: the readable date, with the exact ISO moment in its `datetime` attribute."""
+    """A `<time>` element: the readable date, with the exact ISO moment in its `datetime` attribute. (Parsed once
+    and escaped directly: a search page of 100 hits calls it 100 times, and Markup.format took 2/3 of its time.)"""
     if value is None or value == "":
         return Markup("—")
     parsed = _parsed(value)
-    exact = parsed.isoformat().replace("+00:00", "Z") if parsed else str(value)
-    return Markup('<time datetime="{}" title="{}">{}</time>').format(exact, exact, readable(value))
+    exact = escape(parsed.isoformat().replace("+00:00", "Z") if parsed else str(value))
+    return Markup(f'<time datetime="{exact}" title="{exact}">{escape(_readable(value, parsed))}</time>')
 
 
 def yes_no(value: Any) -> str:

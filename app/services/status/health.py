@@ -1,8 +1,9 @@
 """Health checks (docs/mcp-tools.md, action=health): the findings of 23 checks, a score, and the safe autofixes.
 
-Each check is a query selecting its finding rows (`Check.sql`). Six of them would each read the whole `thought`
-heap — the five row checks (`Check.scanned`: a finding is one thought row) and the BM25 drift — so one pass over
-`thought` (SCAN: counts with FILTER clauses, grouped by project) answers them and counts the thoughts by status;
+Each check is a query selecting its finding rows (`Check.sql`). Eight of them would each read the whole `thought`
+heap, or `edge` once per thought — the seven row checks (`Check.scanned`: a finding is one thought row, the degree
+checks' a thought and its edges) and the BM25 drift — so one pass over `thought` joined to one read of `edge`
+(SCAN, LINKED: counts with FILTER clauses, grouped by project) answers them and counts the thoughts by status;
 a row check with findings runs its own query only for its first DETAIL_LIMIT rows, when details are asked for.
 duplicate_content keeps its own pass: it groups by content, and folded in, a hash table of every content would
 carry every other count, spilling past work_mem, for at most ~40 ms at 100 k (docs/BENCHMARKS.md "Console pages
@@ -56,14 +57,26 @@ LEXICAL_DRIFT = (
 )
 
 
+# Each end of an edge once, with its edges (distinct: a self-loop, which the schema refuses, would count once, as the
+# checks' join on `t.id IN (source_id, target_id)` counts it) and whether it is a cluster edge's source (`clusters`)
+# or target (`clustered`). One read of `edge`: under the visibility rule each read of it looks up both ends in
+# `thought`, and PostgreSQL repeats a subquery of the scan in each of its parallel workers.
+LINKED = (
+    "SELECT ends.id, count(DISTINCT e.id) AS edges, bool_or(ends.clusters) AS clusters, "
+    "bool_or(ends.clustered) AS clustered FROM edge e CROSS JOIN LATERAL unnest(ARRAY[e.source_id, e.target_id], "
+    "ARRAY[e.type = 'cluster', false], ARRAY[false, e.type = 'cluster']) AS ends(id, clusters, clustered) "
+    "GROUP BY ends.id"
+)
+
+
 @dataclass(frozen=True)
 class Check:
     category: str
     name: str
     severity: str
     sql: str  # selects the finding rows (every column becomes a detail key)
-    # A row check: the condition a row of SCAN (`t` a thought, `linked` any edge's end, `clustering` a cluster
-    # edge's source) meets when `sql` selects it; counted in that one pass instead of by `sql`.
+    # A row check: the condition a row of SCAN (`t` a thought, `linked` its row of LINKED, NULL when no edge has it
+    # as an end) meets when `sql` selects it; counted in that one pass instead of by `sql`.
     scanned: str | None = None
 
 
@@ -102,7 +115,7 @@ CHECKS: tuple[Check, ...] = (
         f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c WHERE c.is_cluster "
         "AND c.status <> 'archived' AND NOT EXISTS "
         "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')",
-        scanned="t.is_cluster AND t.status <> 'archived' AND clustering.id IS NULL",
+        scanned="t.is_cluster AND t.status <> 'archived' AND linked.clusters IS NOT TRUE",
     ),
     Check(
         "cluster_health",
@@ -126,6 +139,7 @@ CHECKS: tuple[Check, ...] = (
         "SELECT t.id AS thought_id, count(*) AS edges FROM thought t JOIN edge e ON t.id IN (e.source_id, e.target_id) "
         f"WHERE t.{_LIVE} AND NOT t.is_cluster AND NOT EXISTS (SELECT 1 FROM edge c WHERE c.target_id = t.id "
         "AND c.type = 'cluster') GROUP BY t.id HAVING count(*) >= 5",
+        scanned=f"t.{_LIVE} AND NOT t.is_cluster AND linked.clustered IS NOT TRUE AND linked.edges >= 5",
     ),
     Check(
         "connectivity",
@@ -141,6 +155,7 @@ CHECKS: tuple[Check, ...] = (
         "warning",
         "SELECT t.id AS thought_id, count(*) AS edges FROM thought t JOIN edge e ON t.id IN (e.source_id, e.target_id) "
         f"WHERE t.{_LIVE} AND NOT t.is_cluster GROUP BY t.id HAVING count(*) > 10",
+        scanned=f"t.{_LIVE} AND NOT t.is_cluster AND linked.edges > 10",
     ),
     Check(
         "content_quality",
@@ -253,14 +268,12 @@ STATUSES = ("draft", "active", "archived")
 # (written with the foreign keys off) no `project` one.
 _SCANNED = [*STATUSES, *(check.name for check in CHECKS if check.scanned)]
 SCAN = (
-    "WITH scanned AS (SELECT t.project_id, count(*) AS thoughts, coalesce(sum(length(t.tsv)), 0) AS tokens, "
+    f"WITH linked AS ({LINKED}), "
+    "scanned AS (SELECT t.project_id, count(*) AS thoughts, coalesce(sum(length(t.tsv)), 0) AS tokens, "
     + ", ".join(f"count(*) FILTER (WHERE t.status = '{status}') AS {status}" for status in STATUSES)
     + ", "
     + ", ".join(f"count(*) FILTER (WHERE {check.scanned}) AS {check.name}" for check in CHECKS if check.scanned)
-    + " FROM thought t "
-    "LEFT JOIN (SELECT source_id AS id FROM edge UNION SELECT target_id FROM edge) linked ON linked.id = t.id "
-    "LEFT JOIN (SELECT DISTINCT source_id AS id FROM edge WHERE type = 'cluster') clustering "
-    "ON clustering.id = t.id GROUP BY t.project_id), "
+    + " FROM thought t LEFT JOIN linked ON linked.id = t.id GROUP BY t.project_id), "
     "terms AS (SELECT project_id, sum(thoughts) AS tokens FROM lexical_term GROUP BY project_id) "
     "SELECT coalesce(s.project_id, p.id) AS project_id, p.id IS NOT NULL AS has_project, "
     "coalesce(s.thoughts, 0) AS thoughts, coalesce(s.tokens, 0) AS tokens, "
@@ -381,8 +394,11 @@ class HealthService:
             count = scan.counts[check.name]
             if not (count and include_details):
                 return count, []
-            statement = _visible(f"SELECT * FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}")
-            return count, [_detail(row) for row in (await self.session.execute(statement)).all()]
+            # Fewer findings than the limit: all of them, planned as such (under a LIMIT PostgreSQL picks a fast-start
+            # plan, which walks every thought for clusterless_dense_thoughts' 2 rows at 100 k: 40 against 30 ms CPU).
+            limit = f" LIMIT {DETAIL_LIMIT}" if count >= DETAIL_LIMIT else ""
+            rows = (await self.session.execute(_visible(f"SELECT * FROM ({check.sql}) AS finding{limit}"))).all()
+            return count, [_detail(row) for row in rows[:DETAIL_LIMIT]]  # a statement of its own: rows may have come
         if not include_details:
             counted = await self.session.execute(_visible(f"SELECT count(*) FROM ({check.sql}) AS finding"))
             return int(counted.scalar_one()), []

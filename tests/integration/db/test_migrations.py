@@ -86,6 +86,15 @@ async def _schema_state(url: str) -> dict[str, Any]:
                 "thought_options": await names(
                     "SELECT unnest(coalesce(reloptions, '{}')) FROM pg_class WHERE relname = 'thought'"
                 ),
+                # 0022: the planner's view of the visibility rule's small tables (reltuples -1: never analyzed)
+                "membership_options": await names(
+                    "SELECT relname || ':' || unnest(coalesce(reloptions, '{}')) FROM pg_class "
+                    "WHERE relname IN ('project', 'project_member') AND relkind = 'r'"
+                ),
+                "analyzed": await names(
+                    "SELECT relname FROM pg_class WHERE relname IN ('project', 'project_member') "
+                    "AND relkind = 'r' AND reltuples >= 0"
+                ),
             }
     finally:
         await engine.dispose()
@@ -110,6 +119,11 @@ def _assert_at_head(state: dict[str, Any]) -> None:
     assert state["version"] == {HEAD}
     assert state["extensions"] == {"vector", "btree_gin"}
     assert state["thought_options"] == {"fillfactor=70"}  # importance updates stay HOT
+    assert state["membership_options"] == {
+        "project:autovacuum_analyze_threshold=5",
+        "project_member:autovacuum_analyze_threshold=5",
+    }
+    assert state["analyzed"] == {"project", "project_member"}
 
 
 async def test_upgrade_downgrade_upgrade_round_trip(scratch_url: str) -> None:

@@ -103,6 +103,32 @@ async def _world(context: AppContext) -> dict[str, uuid.UUID]:
         "WHERE a.content = 'A linked thought, number 1' AND b.content = 'A linked thought, number 2'",
         p=main,
     )
+    # Edge degrees (SCAN counts them from one read of `edge`, LINKED): a hub with 11 edges is overlinked and dense,
+    # a thought with 5 is dense; one with 6 of which one from a cluster is neither, nor is an archived one with 12.
+    await _thoughts(context, main, "A spoke, number ", 12)
+    for name, edges, status in (
+        ("A hub, number 1", 11, "active"),
+        ("A dense thought, number 1", 5, "active"),
+        ("A dense cluster member, number 1", 5, "active"),
+        ("A dense archived thought, number 1", 12, "archived"),
+    ):
+        await _thoughts(context, main, name[:-1], 1, status=status)
+        await _run(
+            context,
+            "INSERT INTO edge (id, project_id, source_id, target_id, type) "
+            "SELECT gen_random_uuid(), :p, a.id, b.id, 'related' FROM thought a, thought b "
+            "WHERE a.content = :name AND b.content = ANY(:spokes)",
+            p=main,
+            name=name,
+            spokes=[f"A spoke, number {n}" for n in range(1, edges + 1)],
+        )
+    await _run(
+        context,
+        "INSERT INTO edge (id, project_id, source_id, target_id, type) "
+        "SELECT gen_random_uuid(), :p, c.id, m.id, 'cluster' FROM thought c, thought m "
+        "WHERE c.content = 'A cluster with a member, number 1' AND m.content = 'A dense cluster member, number 1'",
+        p=main,
+    )
     # Duplicates: one content live twice in `main` (plus an archived copy), once in `other` (not a duplicate).
     for project_id, status in ((main, "active"), (main, "draft"), (main, "archived"), (other, "active")):
         await _thoughts(context, project_id, "The same content in two places ", 1, status=status)
@@ -145,6 +171,8 @@ async def test_the_one_pass_answers_what_each_checks_own_query_answers(app_conte
         "empty_clusters": 2,
         "duplicate_content": 1,
         "stale_drafts": 55,
+        "overlinked_thoughts": 1,
+        "clusterless_dense_thoughts": 2,
         LEXICAL_CHECK: 2,
     }
     assert {name: entries[name]["count"] for name in expected} == expected
