@@ -573,7 +573,8 @@ async def explain_vector_leg(db: Database, vector: Sequence[float], where: Searc
     arguments = ", ".join(_literal(expanded.parameters[name]) for name in expanded.positiontup or [])
     sql = expanded.statement
     async with db.unit_of_work() as session:
-        await session.execute(text(f"SET LOCAL hnsw.ef_search = {hnsw_ef_search(pool)}"))
+        ef_search = hnsw_ef_search(pool, unscoped=where.project_id is None, scan=where.vector_scan)
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {ef_search}"))
         await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
         connection = await session.connection()
         await connection.exec_driver_sql(f"PREPARE scale_leg AS {sql}")

@@ -32,7 +32,7 @@ real write path and reused by later runs.
    bitmap scans off) for `--recall-queries` queries, without and with the 3 % project's filter on the
    shared index, for the shipped `SearchRepository.vector_leg` and for a sweep of hnsw.ef_search values
    (latency too); then scoped to each project as the shipped leg reads it (exact scan, the project's
-   own index built as the jobs would, or the shared index).
+   own index built as the jobs would — with the same ef_search sweep —, or the shared index).
 4. **Filtered full pages**: how many searches scoped to the 3 % project (and to that project plus a
    tag) return a full page of `limit` rows (min_relevance 0 so the relevance gate does not cut).
 5. **Quality** (`bench.quality`): hit@1/5/10 of the fused answer at the same scale, for
@@ -522,7 +522,8 @@ async def explain(
     arguments = ", ".join(_literal(compiled.params[name]) for name in names)
     async with db.unit_of_work() as session:
         await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        await session.execute(text(f"SET LOCAL hnsw.ef_search = {hnsw_ef_search(pool)}"))
+        ef_search = hnsw_ef_search(pool, unscoped=where.project_id is None, scan=where.vector_scan)
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {ef_search}"))
         await session.execute(text(f"SET LOCAL plan_cache_mode = force_{mode}_plan"))
         connection = await session.connection()
         await connection.exec_driver_sql(f"PREPARE bench_vector_leg AS {compiled}")
@@ -733,7 +734,9 @@ async def recall_section(setup: Setup, efs: list[int]) -> dict[str, Any]:
             assert project is not None
             scan = VectorScan.of(project)
             where = SearchFilter(project.id, (ThoughtStatus.active,), vector_scan=scan)
-            filters[f"{seed.name} {seed.share:.0%} {scan.value}"] = (where, [(None, "auto")])
+            # A project's own graph: its sweep too (the custom plan matches the partial index's predicate).
+            own_sweep = [(ef, "hnsw") for ef in efs] if scan is VectorScan.PROJECT_INDEX else []
+            filters[f"{seed.name} {seed.share:.0%} {scan.value}"] = (where, [(None, "auto"), *own_sweep])
     vectors: list[Vector] = []
     for query in setup.recall_queries:
         vector = await setup.runtime.embed_query(query.text)

@@ -57,6 +57,10 @@ def has_project_index(project_id: Any) -> ColumnElement[bool]:
 # lie in other projects too: at 100 k thoughts, the 25 % project's recall@10 for such queries at ef_search 200 was
 # 0.92-0.96 over three builds with ef_construction 128 and 0.975-0.988 over four with 256 (0.99 needed ef_search
 # 400 with 128: +1 ms per search). The price is ~0.5 ms more per insert (docs/BENCHMARKS.md, seventh round).
+# m 16 (ef_construction 200 or 256) recalled no better for the 50 % project of 100 k e5 thoughts over three builds
+# each, and PostgreSQL's custom plans then walked the shared graph instead of the project's (pgvector's cost
+# estimate grows with m): docs/BENCHMARKS.md, HNSW recall, thirteenth round. The job builds missing indexes only,
+# so a change here reaches existing stores only as their projects' indexes are dropped and built again.
 GRAPH_PARAMETERS = {"m": 12, "ef_construction": 256}
 
 

@@ -64,14 +64,28 @@ SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for
 
 # An unscoped walk of the shared graph (every project): with e5 vectors at 100 k, recall@10 against exact was
 # 0.946 at ef_search 200 and 0.959 at 400 for +2 ms p50 of the leg (docs/BENCHMARKS.md, HNSW recall, twelfth
-# round); scoped walks keep the session's 200 (their own graphs, or an exact scan of a small project).
+# round); over four more builds of the shared graph, 0.929-0.982 at 400 (two under 0.95) and 0.966-0.985 at 800,
+# for twice the walk's CPU (thirteenth round).
 UNSCOPED_EF_SEARCH = 400
+# A walk of a project's own graph (VectorScan.PROJECT_INDEX): with e5 vectors at 100 k, the 50 % project's
+# recall@10 against exact was 0.935-0.956 at ef_search 200 and 0.972-0.984 at 400 over seven builds of its graph
+# (GRAPH_PARAMETERS), the 25 % project's 0.986 and 0.996, for +0.65-0.76 ms of the statement's execution (EXPLAIN
+# ANALYZE medians, the box at load 7.6) or +1.3-1.7 ms of the backend's CPU (docs/BENCHMARKS.md, HNSW recall,
+# thirteenth round). A project's walk of the shared graph (past the index cap, or most of the memory) keeps the
+# session's 200; an exact scan of a small project walks nothing.
+PROJECT_INDEX_EF_SEARCH = 400
 
 
-def hnsw_ef_search(pool: int, unscoped: bool = False) -> int:
+def hnsw_ef_search(pool: int, unscoped: bool = False, scan: VectorScan = VectorScan.SHARED_INDEX) -> int:
     """The HNSW candidate list for a pool: never below the session's HNSW_EF_SEARCH (UNSCOPED_EF_SEARCH for a
-    walk of every project), at most 1000."""
-    return max(UNSCOPED_EF_SEARCH if unscoped else HNSW_EF_SEARCH, min(pool, 1000))
+    walk of every project, PROJECT_INDEX_EF_SEARCH for a walk of a project's own graph), at most 1000."""
+    if unscoped:
+        floor = UNSCOPED_EF_SEARCH
+    elif scan is VectorScan.PROJECT_INDEX:
+        floor = PROJECT_INDEX_EF_SEARCH
+    else:
+        floor = HNSW_EF_SEARCH
+    return max(floor, min(pool, 1000))
 
 
 class LegRow(NamedTuple):
@@ -390,9 +404,10 @@ class SearchRepository:
         exact scan of a small project (`where.vector_scan`).
 
         The connection's session settings (app.db.vector.configure_vector_session) cover the default pool;
-        a larger pool, or a walk of every project (UNSCOPED_EF_SEARCH), widens ef_search for this transaction only.
+        a larger pool, a walk of every project (UNSCOPED_EF_SEARCH) or of a project's own graph
+        (PROJECT_INDEX_EF_SEARCH) widens ef_search for this transaction only.
         """
-        ef_search = hnsw_ef_search(pool, unscoped=where.project_id is None)
+        ef_search = hnsw_ef_search(pool, unscoped=where.project_id is None, scan=where.vector_scan)
         if ef_search != HNSW_EF_SEARCH:
             await self._execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
         scan = where.vector_scan

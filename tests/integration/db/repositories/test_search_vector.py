@@ -9,7 +9,7 @@ import uuid
 from sqlalchemy import text
 
 from app.db.models import ThoughtStatus
-from app.db.repositories.search import UNSCOPED_EF_SEARCH, SearchRepository
+from app.db.repositories.search import PROJECT_INDEX_EF_SEARCH, UNSCOPED_EF_SEARCH, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter, VectorScan
 from app.db.vector import HNSW_EF_SEARCH
 from tests.support.helpers import ToolCaller
@@ -72,17 +72,29 @@ async def test_the_walk_s_rows_come_in_full_precision_order_with_full_precision_
     assert [page[thought_id].distance for thought_id in (nearer, farther)] == [distance[nearer], distance[farther]]
 
 
-async def test_an_unscoped_walk_widens_its_candidate_list_and_a_scoped_one_keeps_the_session_s(
-    writer: ToolCaller, reader: ToolCaller
-) -> None:
+async def test_each_scope_walks_at_its_own_candidate_list(writer: ToolCaller, reader: ToolCaller) -> None:
     """Every project's walk of the shared graph runs at UNSCOPED_EF_SEARCH (e5's recall@10 at 100 k: 0.946 at the
-    session's 200, 0.959 at 400); a project's walk stays at the session's HNSW_EF_SEARCH, for this transaction."""
+    session's 200, 0.959 at 400), a walk of a project's own graph at PROJECT_INDEX_EF_SEARCH (the 50 % project's
+    0.935-0.956 at 200, 0.972-0.984 at 400); a project's walk of the shared graph, and an exact scan, keep the
+    session's HNSW_EF_SEARCH. Each for its transaction only."""
     project = await register(writer, "Orchard", "/work/orchard")
     await bulk(writer, [f"orchard row {n} pruned in week {n}" for n in range(4)], cwd="/work/orchard")
-    for scope, expected in ((None, UNSCOPED_EF_SEARCH), (uuid.UUID(project["id"]), HNSW_EF_SEARCH)):
+    orchard = uuid.UUID(project["id"])
+    cases = (
+        (None, VectorScan.SHARED_INDEX, UNSCOPED_EF_SEARCH),
+        (orchard, VectorScan.PROJECT_INDEX, PROJECT_INDEX_EF_SEARCH),
+        (orchard, VectorScan.SHARED_INDEX, HNSW_EF_SEARCH),
+        (orchard, VectorScan.EXACT, HNSW_EF_SEARCH),
+    )
+    for scope, scan, expected in cases:
         async with reader.context.db.unit_of_work() as session:
-            where = ThoughtFilter(scope, (ThoughtStatus.active,), vector_scan=VectorScan.SHARED_INDEX)
-            await SearchRepository(session).vector_leg(QUERY, PROFILE.model_id, where, 100)
+            where = ThoughtFilter(scope, (ThoughtStatus.active,), vector_scan=scan)
+            found = await SearchRepository(session).vector_leg(QUERY, PROFILE.model_id, where, 100)
             setting = await session.execute(text("SELECT current_setting('hnsw.ef_search')"))
-            assert int(setting.scalar_one()) == expected
+            assert int(setting.scalar_one()) == expected, (scope, scan)
+        assert len(found) >= 4, (scope, scan)  # every scan answered (the orchard rows, unscoped more)
+        async with reader.context.db.unit_of_work() as session:  # the next transaction: the session's again
+            setting = await session.execute(text("SELECT current_setting('hnsw.ef_search')"))
+            assert int(setting.scalar_one()) == HNSW_EF_SEARCH
     assert UNSCOPED_EF_SEARCH > HNSW_EF_SEARCH
+    assert PROJECT_INDEX_EF_SEARCH > HNSW_EF_SEARCH
