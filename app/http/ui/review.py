@@ -135,7 +135,7 @@ async def _candidates(page: Page, arguments: dict[str, Any]) -> Listing:
     if isinstance(found, Refusal):
         return Listing.refused(found)
     shape = ThoughtShaper(compact=False)
-    return Listing([shape(candidate.thought) for candidate in found.candidates], found.total)
+    return Listing([shape(candidate) for candidate in found.candidates], found.total)
 
 
 async def retention_list(page: Page) -> Response:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, replace
 
 from app.db.records import Principal, ThoughtRecord
@@ -14,24 +13,15 @@ from app.services.retention.service import RetentionRule, RetentionService
 CONTENT_CUT = 200
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A retention candidate as every door lists it: the thought with its content cut to CONTENT_CUT characters,
-    and the project it belongs to."""
-
-    thought: ThoughtRecord
-    project_id: uuid.UUID
-    project_name: str
-
-    @classmethod
-    def of(cls, thought: ThoughtRecord) -> Candidate:
-        cut = replace(thought, content=thought.content[:CONTENT_CUT])
-        return cls(cut, thought.project_id, thought.project_name)
+def listed(thought: ThoughtRecord) -> ThoughtRecord:
+    """A retention candidate as every door lists it: its content cut to CONTENT_CUT characters (the record keeps
+    its project's id and name)."""
+    return replace(thought, content=thought.content[:CONTENT_CUT])
 
 
 @dataclass(frozen=True)
 class CandidatePage:
-    candidates: list[Candidate]
+    candidates: list[ThoughtRecord]  # each `listed`
     total: int  # candidates for the rule, ignoring the page
     limit: int  # the page size that ran
 
@@ -53,7 +43,7 @@ async def candidate_page(
     size = limit or defaults.page_size
     async with app.db.unit_of_work() as session:
         rows, total = await RetentionService(session, principal).candidates(rule, size, offset)
-    return CandidatePage([Candidate.of(row) for row in rows], total, size)
+    return CandidatePage([listed(row) for row in rows], total, size)
 
 
 async def protect_thought(app: AppContext, principal: Principal, thought_id: str, protected: bool) -> ThoughtRecord:

@@ -398,7 +398,8 @@ class HealthService:
             # plan, which walks every thought for clusterless_dense_thoughts' 2 rows at 100 k: 40 against 30 ms CPU).
             limit = f" LIMIT {DETAIL_LIMIT}" if count >= DETAIL_LIMIT else ""
             rows = (await self.session.execute(_visible(f"SELECT * FROM ({check.sql}) AS finding{limit}"))).all()
-            return count, [_detail(row) for row in rows[:DETAIL_LIMIT]]  # a statement of its own: rows may have come
+            # Its own statement, after the scan's: rows committed in between may take it past the limit.
+            return count, [_detail(row) for row in rows[:DETAIL_LIMIT]]
         if not include_details:
             counted = await self.session.execute(_visible(f"SELECT count(*) FROM ({check.sql}) AS finding"))
             return int(counted.scalar_one()), []

@@ -32,7 +32,7 @@ async def list_candidates(args: ListArgs, ctx: CallContext) -> ToolAnswer:
     shape = ThoughtShaper(compact=bool(args.compact), fields=args.fields)
     items = []
     for candidate in page.candidates:
-        item = shape(candidate.thought)
+        item = shape(candidate)
         if not args.fields:
             item["project_id"], item["project_name"] = str(candidate.project_id), candidate.project_name
         items.append(item)

@@ -43,8 +43,8 @@ async def test_a_candidate_is_listed_with_its_content_cut_and_its_project(
         id=uuid.UUID(made["id"]),
     )
     page = await candidate_page(app_context, writer.principal, None, None, None, 0)
-    [found] = [c for c in page.candidates if str(c.thought.id) == made["id"]]
-    assert found.thought.content == long[:CONTENT_CUT] and len(found.thought.content) == CONTENT_CUT
+    [found] = [c for c in page.candidates if str(c.id) == made["id"]]
+    assert found.content == long[:CONTENT_CUT] and len(found.content) == CONTENT_CUT
     assert (str(found.project_id), found.project_name) == (project["id"], "attic")
 
 
