@@ -7,7 +7,7 @@ import uuid
 
 import uuid_utils
 
-from app.errors import bad_request
+from app.errors import invalid
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 
@@ -21,7 +21,7 @@ def parse_uuid(value: str, argument: str) -> uuid.UUID:
     """Parse a full id; hyphens anywhere, any case. Refuses naming the argument."""
     compact = value.replace("-", "").strip().lower() if isinstance(value, str) else ""
     if len(compact) != 32 or not _HEX.match(compact):
-        raise bad_request(f"Invalid '{argument}': {value!r} is not a valid id (a UUID)")
+        raise invalid(argument, f"{value!r} is not a valid id (a UUID)")
     return uuid.UUID(hex=compact)
 
 

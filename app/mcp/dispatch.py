@@ -43,11 +43,15 @@ def _argument_error(spec: ToolSpec, action: Action, error: ValidationError) -> A
     name = ".".join(str(part) for part in first["loc"]) or "arguments"
     call = f"{spec.name} action={action.name}" if spec.has_actions else spec.name
     accepted = ", ".join(key for key in action.model.model_fields if key != "action") or "no arguments"
+    # The argument and pydantic's detail go beside the text as data, taken from the error itself (AppError).
+    argument = name if first["loc"] else None
     if first["type"] == "extra_forbidden":
-        return bad_request(f"Unknown argument '{name}' for {call}; it accepts: {accepted}")
+        message = f"Unknown argument '{name}' for {call}; it accepts: {accepted}"
+        return bad_request(message, argument=argument, validation=first)
     if first["type"] == "missing":
-        return bad_request(f"Missing required argument '{name}' for {call}")
-    return bad_request(f"Invalid argument '{name}' for {call}: {first['msg']}")
+        return bad_request(f"Missing required argument '{name}' for {call}", argument=argument, validation=first)
+    message = f"Invalid argument '{name}' for {call}: {first['msg']}"
+    return bad_request(message, argument=argument, reason=first["msg"], validation=first)
 
 
 def _resolve_action(spec: ToolSpec, arguments: dict[str, Any]) -> Action:
@@ -56,10 +60,11 @@ def _resolve_action(spec: ToolSpec, arguments: dict[str, Any]) -> Action:
     name = arguments.get("action")
     names = ", ".join(action.name for action in spec.actions)
     if not isinstance(name, str) or not name:
-        raise bad_request(f"Missing required argument 'action' for {spec.name}; one of: {names}")
+        raise bad_request(f"Missing required argument 'action' for {spec.name}; one of: {names}", argument="action")
     action = spec.action(name)
     if action is None:
-        raise bad_request(f"Invalid argument 'action' for {spec.name}: {name!r} is not one of: {names}")
+        reason = f"{name!r} is not one of: {names}"
+        raise bad_request(f"Invalid argument 'action' for {spec.name}: {reason}", argument="action", reason=reason)
     return action
 
 
@@ -67,7 +72,7 @@ def _refuse_retired(spec: ToolSpec, action: Action, arguments: dict[str, Any]) -
     retired = {**spec.retired, **spec.retired_per_action.get(action.name, {})}
     for name in arguments:
         if name in retired:
-            raise bad_request(retired[name])
+            raise bad_request(retired[name], argument=name)
 
 
 def _refuse_nul(spec: ToolSpec, action: Action, value: Any, path: str = "") -> None:
@@ -75,7 +80,8 @@ def _refuse_nul(spec: ToolSpec, action: Action, value: Any, path: str = "") -> N
     if isinstance(value, str):
         if "\x00" in value:
             call = f"{spec.name} action={action.name}" if spec.has_actions else spec.name
-            raise bad_request(f"Invalid argument '{path}' for {call}: text must not contain NUL (U+0000)")
+            reason = "text must not contain NUL (U+0000)"
+            raise bad_request(f"Invalid argument '{path}' for {call}: {reason}", argument=path, reason=reason)
     elif isinstance(value, dict):
         for key, item in value.items():
             _refuse_nul(spec, action, item, f"{path}.{key}" if path else str(key))

@@ -159,7 +159,7 @@ async def create_thought(page: Page, form: Form) -> Response:
         arguments["cwd"] = project.local_path
     written = await checked(page, "memory_store", arguments, _create)
     if isinstance(written, Refusal):
-        errors.from_tool(written.error, STORE_FIELDS)
+        errors.refused(written, STORE_FIELDS)
         return await _create_form(page, typed, errors, written.status)
     return RedirectResponse(_thought_page(str(written.thought.id), "created"), status_code=303)
 
@@ -206,7 +206,7 @@ async def update_thought(page: Page, form: Form) -> Response:
         return _edit_form(page, item, typed, errors, 400)
     written = await checked(page, "memory_store", arguments, _update)
     if isinstance(written, Refusal):
-        errors.from_tool(written.error, STORE_FIELDS)
+        errors.refused(written, STORE_FIELDS)
         return _edit_form(page, item, typed, errors, written.status)
     return RedirectResponse(_thought_page(thought_id, "updated"), status_code=303)
 
@@ -241,14 +241,16 @@ async def link(page: Page, form: Form) -> Response:
     if not other:
         errors = FieldErrors({"other_id": "Pick the thought to link to (search for it above)."})
         return await _pick_again(page, form, errors, 400)
-    source, target = (other, thought_id) if form.get("direction") == "in" else (thought_id, other)
+    inward = form.get("direction") == "in"
+    source, target = (other, thought_id) if inward else (thought_id, other)
     arguments = {"action": "link", "source_id": source, "target_id": target, "edge_type": edge_type}
     linked = await checked(page, "memory_store", arguments, _link)
     if isinstance(linked, Refusal) and linked.status == 403:  # a role refusal: the refusal page, as every form's
         return outcome(page, linked.answer, "Link two thoughts", _thought_page(thought_id))
-    if isinstance(linked, Refusal):  # e.g. the pair already carries another type: said by the picker, query kept
+    if isinstance(linked, Refusal):  # e.g. the pair already carries another type: said by the picker, values kept
         errors = FieldErrors()
-        errors.from_tool(linked.error, {"edge_type": "edge_type", "source_id": "other_id", "target_id": "other_id"})
+        # Only the picked end is the form's field: a refusal of this thought's own id is the form's general message.
+        errors.refused(linked, {"edge_type": "edge_type", ("source_id" if inward else "target_id"): "other_id"})
         return await _pick_again(page, form, errors, linked.status)
     return RedirectResponse(_thought_page(thought_id, "linked"), status_code=303)
 
@@ -259,11 +261,18 @@ async def _pick_again(
     errors: FieldErrors,
     status: int,
 ) -> Response:
-    """The link picker again, with its query's hits and the error beside the field it concerns."""
+    """The link picker again, with its query's hits, the error beside the field it concerns and what was chosen
+    (the picked thought, the edge type, the direction) still chosen."""
     thought_id = page.path_param("thought_id")
     thought = await _thought(page, thought_id)
     query = form.get("query")
     picked = await _picked(page, query.strip(), thought_id)
+    typed = {name: form.get(name).strip() for name in ("other_id", "edge_type", "direction")}
+    hits = picked.items if picked is not None else []
+    if typed["other_id"] and all(hit.get("id") != typed["other_id"] for hit in hits):
+        chosen = (await page.thoughts([typed["other_id"]]))[typed["other_id"]]
+        if "error" not in chosen:  # picked from an earlier query's hits: still offered, still chosen
+            picked = Picked([chosen, *hits], picked.error if picked is not None else None)
     values = page.values(
         thought=thought,
         purpose="link",
@@ -271,6 +280,7 @@ async def _pick_again(
         picked=picked,
         edge_types=EDGE_TYPES,
         errors=errors,
+        typed=typed,
     )
     return page.render("curate_pick.html", values, status)
 

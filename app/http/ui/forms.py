@@ -1,6 +1,6 @@
 """The console's forms: a posted form read with a cap (`read_form`; its CSRF check, `posting`, is page.py's), and
 fields that speak to people: a typed value read back with the message for its field, and a refusal put next to the
-field it names, in words (never pydantic's text or the tool's argument name).
+field of the argument it is about, in words (never pydantic's text or the tool's argument name).
 
 A form keeps what was typed: the handlers render the form again with `FieldErrors` and the raw values, so a
 person corrects one field instead of typing everything again.
@@ -8,31 +8,39 @@ person corrects one field instead of typing everything again.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import parse_qs
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from app.errors import AppError
+
+if TYPE_CHECKING:
+    from app.http.ui.tool_calls import Refusal
+
 # the largest console form: a page of selected ids (≤ 50 × 36 characters) beside a summary (≤ 720 characters)
 FORM_LIMIT = 16 * 1024
 
-# "Invalid argument 'min_similarity' for memory_crystallize action=auto_cluster: Input should be …"
-ARGUMENT = re.compile(r"argument '([A-Za-z_][\w.]*)'")
-# pydantic's messages, as people would say them (the rest name the field and say "is not accepted").
-PHRASES = (
-    (re.compile(r"List should have at least (\d+) items?"), "Pick at least {0}."),
-    (re.compile(r"List should have at most (\d+) items?"), "Pick at most {0}."),
-    (re.compile(r"Input should be less than or equal to ([\d.]+)"), "Enter a number no larger than {0}."),
-    (re.compile(r"Input should be less than ([\d.]+)"), "Enter a number below {0}."),
-    (re.compile(r"Input should be greater than or equal to ([\d.]+)"), "Enter a number of at least {0}."),
-    (re.compile(r"Input should be greater than ([\d.]+)"), "Enter a number above {0}."),
-    (re.compile(r"String should have at least (\d+) characters?"), "Write at least {0} character(s)."),
-    (re.compile(r"String should have at most (\d+) characters?"), "Write at most {0} characters."),
-    (re.compile(r"Input should be a valid (integer|number)"), "Enter a {0}."),
-)
+# pydantic's error types as people would say them, the bound from the error's `ctx` (the rest: the rule's reason).
+WORDS = {
+    "missing": "This field is required.",
+    "too_short": "Pick at least {min_length}.",
+    "too_long": "Pick at most {max_length}.",
+    "string_too_short": "Write at least {min_length} character(s).",
+    "string_too_long": "Write at most {max_length} characters.",
+    "less_than_equal": "Enter a number no larger than {le}.",
+    "less_than": "Enter a number below {lt}.",
+    "greater_than_equal": "Enter a number of at least {ge}.",
+    "greater_than": "Enter a number above {gt}.",
+    "int_type": "Enter a whole number.",
+    "int_parsing": "Enter a whole number.",
+    "int_from_float": "Enter a whole number.",
+    "float_type": "Enter a number.",
+    "float_parsing": "Enter a number.",
+}
 
 
 @dataclass
@@ -51,27 +59,41 @@ class FieldErrors:
     def get(self, name: str) -> str | None:
         return self.by_field.get(name)
 
-    def from_tool(self, message: str, fields: dict[str, str]) -> None:
-        """A tool's refusal: beside the form field its argument maps to (`fields`: argument → form field),
-        in words; otherwise as the form's general message."""
-        found = ARGUMENT.search(message)
-        argument = found[1].split(".")[0] if found else None
-        if argument is not None and argument in fields:
-            self.add(fields[argument], plain(message))
+    def refused(self, refusal: Refusal, fields: Mapping[str, str]) -> None:
+        """A refusal of the tool's checks or of its operation: beside the form field of the argument it carries
+        (`fields`: argument → form field), in words; otherwise — no argument, or one the form has no field for —
+        as the form's general message, the tool's own text."""
+        cause = refusal.cause
+        argument = top_argument(cause) if cause is not None else None
+        if cause is not None and argument is not None and argument in fields:
+            self.add(fields[argument], in_words(cause))
         else:
-            self.general = message
+            self.general = refusal.error
 
 
-def plain(message: str) -> str:
-    """A validation message without the tool's wording: pydantic's text as a person would say it."""
-    detail = message.split(": ", 1)[1] if message.startswith(("Invalid argument", "Missing required")) else message
-    if message.startswith("Missing required"):
-        return "This field is required."
-    for pattern, phrase in PHRASES:
-        matched = pattern.search(detail)
-        if matched:
-            return phrase.format(*matched.groups())
-    return detail[:1].upper() + detail[1:] if detail else "This value is not accepted."
+def top_argument(error: AppError) -> str | None:
+    """The call's argument a refusal is about: the first step of pydantic's `loc`, else of the rule's argument path
+    (`tags.3`, `links[0].source`: a form's field holds a whole argument)."""
+    loc = error.validation.get("loc") if error.validation is not None else None
+    if loc:
+        return str(loc[0])
+    if error.argument is None:
+        return None
+    return error.argument.split(".", 1)[0].split("[", 1)[0]
+
+
+def in_words(error: AppError) -> str:
+    """A refusal of one argument without the tool's wording: pydantic's error by its type and bounds, else the
+    rule's reason."""
+    detail = error.validation
+    words = WORDS.get(str(detail.get("type"))) if detail is not None else None
+    if detail is not None and words is not None:
+        try:
+            return words.format(**(detail.get("ctx") or {}))
+        except (KeyError, IndexError):  # a bound pydantic did not report: say the reason instead
+            pass
+    reason = error.reason or error.message
+    return reason[:1].upper() + reason[1:] if reason else "This value is not accepted."
 
 
 def number(

@@ -178,8 +178,9 @@ async def token_create(page: Page, form: Form) -> Response:
         created = await token_operations.create_token(
             page.context, page.actor, form.get("user"), chosen, form.get("label") or None, expires_at
         )
-    except AppError as error:
-        return await _tokens_page(page, error.status_code, error=error.message)
+    except AppError as error:  # the form again with what was typed
+        typed = {name: form.get(name) for name in ("user", "role", "label", "expires")}
+        return await _tokens_page(page, error.status_code, error=error.message, typed=typed)
     logger.info("console: user %r created a token for %r", page.principal.name, created.user.name)
     shown = _shown(created.token, created.user, created.expires_at, "created")
     return await _tokens_page(page, created=shown)

@@ -131,10 +131,12 @@ def outcome(page: Page, answer: Answer, title: str, back: str) -> Response:
 
 @dataclass(frozen=True)
 class Refusal:
-    """A typed read's refusal as a page shows it: the tool's message and status."""
+    """A typed read's refusal as a page shows it: the tool's message and status, and the classified refusal itself
+    (`cause`: the argument it is about, as data, for a form's field; None for an unexpected failure)."""
 
     error: str
     status: int
+    cause: AppError | None = None
 
     @property
     def answer(self) -> Answer:
@@ -150,7 +152,9 @@ async def checked(
     result, or the refusal."""
     try:
         return await run_typed(SPECS[tool], arguments, page.context, page.principal, run)
-    except (AppError, ToolFailure) as failure:
+    except AppError as refusal:
+        return Refusal(refusal.message, refusal.status_code, refusal)
+    except ToolFailure as failure:
         return Refusal(failure.message, failure.status_code)
 
 

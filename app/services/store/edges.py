@@ -230,7 +230,7 @@ class EdgeService:
         found = {row.id: bool(row.is_cluster) for row in rows}
         for thought_id, name in ((source_id, "source_id"), (target_id, "target_id")):
             if thought_id not in found:
-                raise not_found(f"Thought {thought_id} not found ({name})")
+                raise not_found(f"Thought {thought_id} not found ({name})", argument=name, reason="no such thought")
         return found, next(row.project_id for row in rows if row.id == source_id)
 
     async def require_writable(self, edges: Iterable[EdgeRecord | None]) -> None:

@@ -19,7 +19,7 @@ from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository, content_md5
 from app.db.repositories.url_links import UrlLinkRepository
 from app.embedding.runtime import EmbeddingRuntime
-from app.errors import AppError, bad_request, not_found
+from app.errors import AppError, invalid, not_found
 from app.formats import MAX_TAGS
 from app.ids import new_id, parse_uuid
 from app.services.admin.membership import require_role, require_thought_roles
@@ -32,6 +32,8 @@ ARCHIVE_REFUSAL = (
     "memory_supersede action=archive with thought_id (it previews), then repeat with confirm=true and the "
     "returned preview_token"
 )
+# A missing parent's reason, without the id a form's field already shows.
+_NO_PARENT = "no thought of this id was found"
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def normalize_tags(tags: Sequence[str] | None, argument: str = "tags") -> list[s
     for raw in tags or []:
         tag = raw.strip()
         if not tag:
-            raise bad_request(f"Invalid '{argument}': tags must be non-empty strings")
+            raise invalid(argument, "tags must be non-empty strings")
         if tag.lower() not in seen:
             seen.add(tag.lower())
             result.append(tag)
@@ -71,11 +73,12 @@ def normalize_tags(tags: Sequence[str] | None, argument: str = "tags") -> list[s
 
 def check_content(content: str, hard_limit: int, argument: str = "content") -> str:
     if not content or not content.strip():
-        raise bad_request(f"Invalid '{argument}': content must not be empty")
+        raise invalid(argument, "content must not be empty")
     if len(content) > hard_limit:
-        raise bad_request(
-            f"Invalid '{argument}': {len(content)} characters is over the {hard_limit}-character limit — "
-            "split it into several thoughts and link them"
+        raise invalid(
+            argument,
+            f"{len(content)} characters is over the {hard_limit}-character limit — "
+            "split it into several thoughts and link them",
         )
     return content
 
@@ -84,7 +87,7 @@ def check_status(status: str | None, argument: str = "status") -> ThoughtStatus:
     if status is None:
         return ThoughtStatus.active
     if status == ThoughtStatus.archived:
-        raise bad_request(f"Invalid '{argument}': {ARCHIVE_REFUSAL}")
+        raise invalid(argument, ARCHIVE_REFUSAL)
     return ThoughtStatus(status)
 
 
@@ -161,7 +164,9 @@ class StoreService:
             if isinstance(row, AppError):
                 results.append(row)
             elif row.parent_id is not None and row.parent_id not in parents:
-                results.append(not_found(f"parent_id {row.parent_id} not found"))
+                results.append(
+                    not_found(f"parent_id {row.parent_id} not found", argument="parent_id", reason=_NO_PARENT)
+                )
             elif row.content in existing:
                 thought_id = existing[row.content]
                 live = thought_id in existing_tags  # else a repeat of a row inserted earlier in this batch
@@ -337,9 +342,10 @@ class StoreService:
 
 def too_many_tags(count: int, how: str) -> AppError:
     """The argument's bound, kept by a thought too: repeated adds or merges would grow it without one."""
-    return bad_request(
-        f"Invalid 'tags': a thought carries at most {MAX_TAGS} tags; {how} makes {count} — "
-        "remove some first (tags_mode=remove) or replace the set"
+    return invalid(
+        "tags",
+        f"a thought carries at most {MAX_TAGS} tags; {how} makes {count} — "
+        "remove some first (tags_mode=remove) or replace the set",
     )
 
 

@@ -39,7 +39,8 @@ async def update_project(args: UpdateArgs, ctx: CallContext) -> ToolAnswer:
     if "name" in values and values["name"] is None:
         raise bad_request(
             "Invalid argument 'name' for memory_manage action=update: a project always has a name "
-            "(omit 'name' to keep it)"
+            "(omit 'name' to keep it)",
+            argument="name",
         )
     await admin_operations.update_project(ctx.app, project_id, values)
     return ToolAnswer(single(Meta("update"), {"success": True, "project_id": str(project_id)}))
@@ -99,7 +100,8 @@ async def resolve_project(args: ResolveArgs, ctx: CallContext) -> ToolAnswer:
     if not args.cwd or not args.cwd.strip():
         raise bad_request(
             "Missing required argument 'cwd' for memory_manage action=resolve: pass the working directory, "
-            'e.g. {"action": "resolve", "cwd": "/path/to/project"}'
+            'e.g. {"action": "resolve", "cwd": "/path/to/project"}',
+            argument="cwd",
         )
     project = await admin_operations.resolve_project(ctx.app, args.cwd or "")
     item = None if project is None else {"id": str(project.id), "name": project.name, "local_path": project.local_path}

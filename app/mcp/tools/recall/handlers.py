@@ -109,7 +109,8 @@ async def search_clusters(args: ClustersArgs, ctx: CallContext) -> ToolAnswer:
     if args.is_cluster is False:
         raise bad_request(
             "Invalid argument 'is_cluster' for memory_recall action=clusters: false contradicts the action, which "
-            "searches cluster thoughts only — drop is_cluster, or use action=search with is_cluster=false"
+            "searches cluster thoughts only — drop is_cluster, or use action=search with is_cluster=false",
+            argument="is_cluster",
         )
     return await _run_search(args, ctx, SearchRequest.of_clusters(args))
 

@@ -111,7 +111,8 @@ async def propose(args: ProposeArgs, ctx: CallContext) -> ToolAnswer:
     if args.content is not None and len(args.content) > hard_limit:  # worded as the argument model words a bound
         raise bad_request(
             "Invalid argument 'content' for memory_status action=propose: "
-            f"String should have at most {hard_limit} characters"
+            f"String should have at most {hard_limit} characters",
+            argument="content",
         )
     if (args.thought_id is None) == (args.content is None or not args.content.strip()):
         raise bad_request("memory_status action=propose needs exactly one of 'thought_id' or 'content'")

@@ -54,7 +54,10 @@ def _bulk_row(raw: dict[str, Any], index: int, hard_limit: int) -> NewThought | 
     except ValidationError as error:
         first = error.errors()[0]
         name = ".".join(str(part) for part in first["loc"])
-        return bad_request(f"Invalid argument '{prefix}{name}': {first['msg']}")
+        argument = f"{prefix}{name}"
+        return bad_request(
+            f"Invalid argument '{argument}': {first['msg']}", argument=argument, reason=first["msg"], validation=first
+        )
     except AppError as error:
         return error
 

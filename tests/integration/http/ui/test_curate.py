@@ -4,6 +4,7 @@ write form and a forged or reader's post writes nothing, and each refusal stands
 
 from __future__ import annotations
 
+import html
 import re
 
 import httpx2
@@ -16,6 +17,7 @@ from tests.support.team import changed_tables, table_digests, team
 
 PARENT = "The payments team owns the card retry policy"
 OTHER = "Card retries are capped at three attempts per day"
+MISSING = "0190e0f1-0000-7000-8000-000000000000"  # an id no thought has
 
 
 def thought_id_of(response: httpx2.Response) -> str:
@@ -23,6 +25,12 @@ def thought_id_of(response: httpx2.Response) -> str:
     found = re.fullmatch(r"/ui/thoughts/([0-9a-f-]{36})\?done=\w+", response.headers["location"])
     assert found is not None, response.headers["location"]
     return found[1]
+
+
+async def two_thoughts(writer: ToolCaller) -> tuple[str, str]:
+    """The ids of PARENT and OTHER, created by the writer."""
+    created = [await writer.ok("memory_store", {"action": "create", "content": text}) for text in (PARENT, OTHER)]
+    return created[0].item["id"], created[1].item["id"]
 
 
 async def edge_rows(writer: ToolCaller, thought_id: str) -> list[tuple[str, str, str]]:
@@ -78,7 +86,79 @@ async def test_create_refusals_stand_by_their_field_with_the_values_kept(
     assert refused.status_code == 400
     assert 'id="tags-error"' in refused.text and "Kept content" in refused.text
     assert "List should" not in refused.text and "Invalid argument" not in refused.text
+    assert '<p id="tags-error" class="error" role="alert">Pick at most 50.</p>' in refused.text  # pydantic's type
+    long_tag = await ui.post("/ui/thoughts/new", data={"csrf": csrf, "content": "Kept content", "tags": "t" * 101})
+    assert long_tag.status_code == 400  # refused at loc ("tags", 0): the tags field, said with the error's bound
+    assert '<p id="tags-error" class="error" role="alert">Write at most 100 characters.</p>' in long_tag.text
     assert changed_tables(before, await table_digests(app_context)) == []
+
+
+async def test_a_refusal_stands_by_the_field_of_the_argument_it_carries_not_of_a_name_in_its_text(
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
+    writer: ToolCaller,
+) -> None:
+    """The operations' refusals (an id, a missing parent, the content limit) carry their argument as data: each stands
+    by its field in words — even when the refused value names another argument — with what was typed kept."""
+    csrf = await signed_in(ui, app_context, "wes", Role.writer)
+    typed = {"csrf": csrf, "content": "Kept content", "tags": "kept, tags"}
+    before = await table_digests(app_context)
+    named = "see argument 'content'"  # a value naming another argument: the refusal is still parent_id's
+    refused = await ui.post("/ui/thoughts/new", data={**typed, "parent_id": named})
+    assert refused.status_code == 400
+    assert 'id="parent_id-error"' in refused.text and 'id="content-error"' not in refused.text
+    assert "\"see argument 'content'\" is not a valid id (a UUID)" in html.unescape(refused.text)
+    assert "Invalid &#39;parent_id&#39;" not in refused.text  # in words, not by the argument's name
+    assert ">Kept content</textarea>" in refused.text and 'value="kept, tags"' in refused.text
+
+    gone = await ui.post("/ui/thoughts/new", data={**typed, "parent_id": MISSING})
+    assert gone.status_code == 404 and 'id="parent_id-error"' in gone.text
+    assert "No thought of this id was found" in gone.text and 'value="kept, tags"' in gone.text
+
+    long = await ui.post("/ui/thoughts/new", data={**typed, "content": "x" * 800})
+    assert long.status_code == 400 and 'id="content-error"' in long.text and 'id="parent_id-error"' not in long.text
+    assert "800 characters is over the 720-character limit" in long.text and 'value="kept, tags"' in long.text
+    assert changed_tables(before, await table_digests(app_context)) == []
+
+    subject = (await writer.ok("memory_store", {"action": "create", "content": PARENT})).item["id"]
+    edited = await ui.post(f"/ui/thoughts/{subject}/edit", data={**typed, "content": "y" * 800})
+    assert edited.status_code == 400 and 'id="content-error"' in edited.text and "y" * 800 in edited.text
+    assert "720-character limit" in edited.text and 'value="kept, tags"' in edited.text
+    assert await rows(writer, "SELECT content FROM thought WHERE id = :id", id=subject) == [(PARENT,)]
+
+    # Over MCP the same refusals keep the contract's texts, byte for byte.
+    answer = await writer("memory_store", {"action": "create", "content": "Kept content", "parent_id": named})
+    assert answer.text == "Invalid 'parent_id': \"see argument 'content'\" is not a valid id (a UUID)"
+    answer = await writer("memory_store", {"action": "create", "content": "Kept content", "parent_id": MISSING})
+    assert answer.text == f"parent_id {MISSING} not found"
+
+
+async def test_a_refused_link_names_the_picked_thought_and_keeps_what_was_chosen(
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
+    writer: ToolCaller,
+) -> None:
+    subject, other = await two_thoughts(writer)
+    await writer.ok(
+        "memory_store", {"action": "link", "source_id": subject, "target_id": other, "edge_type": "supports"}
+    )
+    csrf = await signed_in(ui, app_context, "wes", Role.writer)
+    link = f"/ui/thoughts/{subject}/link"
+    # No query: the picked thought is offered again all the same, still chosen, with the type and the direction.
+    twice = await ui.post(link, data={"csrf": csrf, "other_id": other, "edge_type": "depends_on", "direction": "in"})
+    assert twice.status_code == 409 and "The pair already carries a &#39;supports&#39; edge" in twice.text
+    assert f'name="other_id" value="{other}" required checked' in twice.text
+    assert '<option value="depends_on" selected>' in twice.text and 'name="direction" value="in" checked' in twice.text
+    assert 'id="other_id-error"' not in twice.text  # about the pair, not one field: the form's message
+
+    for direction in ("out", "in"):  # the picked thought is the target, then the source: its field either way
+        data = {"csrf": csrf, "other_id": MISSING, "edge_type": "supports", "direction": direction}
+        gone = await ui.post(link, data=data)
+        assert gone.status_code == 404 and 'id="other_id-error"' in gone.text, direction
+        assert "No such thought" in gone.text and f'name="direction" value="{direction}" checked' in gone.text
+    assert await edge_rows(writer, subject) == [(subject, other, "supports")]
+    answer = await writer("memory_store", {"action": "link", "source_id": MISSING, "target_id": subject})
+    assert answer.text == f"Thought {MISSING} not found (source_id)"
 
 
 async def test_a_reader_sees_no_write_form_and_is_refused(
@@ -86,8 +166,7 @@ async def test_a_reader_sees_no_write_form_and_is_refused(
     app_context: AppContext,
     writer: ToolCaller,
 ) -> None:
-    subject = (await writer.ok("memory_store", {"action": "create", "content": PARENT})).item["id"]
-    other = (await writer.ok("memory_store", {"action": "create", "content": OTHER})).item["id"]
+    subject, other = await two_thoughts(writer)
     linked = await writer.ok("memory_store", {"action": "link", "source_id": subject, "target_id": other})
     edge_id = linked.item["id"]
     csrf = await signed_in(ui, app_context, "rita", Role.reader)

@@ -342,8 +342,14 @@ async def test_tokens_create_once_revoke_and_rotate(ui: httpx2.AsyncClient, app_
         principal = await AuthService(session).verify(token[1])
     assert principal is not None and principal.name == "bob" and principal.role is Role.reader
 
-    bad = await ui.post("/ui/admin/tokens/create", data={"csrf": csrf, "user": "bob", "expires": "yesterday"})
+    bad = await ui.post(
+        "/ui/admin/tokens/create",
+        data={"csrf": csrf, "user": "bob", "role": "reader", "label": "desk", "expires": "yesterday"},
+    )
     assert bad.status_code == 400 and "--expires" in html.unescape(bad.text)
+    for kept in ('name="user" required autocomplete="off" value="bob"', '<option value="reader" selected>'):
+        assert kept in bad.text, kept  # the form again with what was typed
+    assert 'name="label" value="desk"' in bad.text and 'value="yesterday"' in bad.text
 
     async with app_context.db.unit_of_work() as session:
         [row] = [row for row in await AuthService(session).list_tokens() if row.user_name == "bob"]

@@ -229,9 +229,13 @@ async def test_an_admin_creates_users_changes_roles_and_sets_passwords(
     taken = await ui.post("/ui/admin/users/create", data={"csrf": csrf, "name": "pat", "role": "admin"})
     assert taken.status_code == 409 and "A user named &#39;pat&#39; already exists" in taken.text
     short = await ui.post(
-        "/ui/admin/users/create", data={"csrf": csrf, "name": "sam", "role": "writer", "password": "short"}
+        "/ui/admin/users/create", data={"csrf": csrf, "name": "sam", "role": "reader", "password": "short"}
     )
     assert short.status_code == 400 and "at least 12 characters" in short.text
+    create_form = short.text[short.text.index('action="/ui/admin/users/create"') :]
+    create_form = create_form[: create_form.index("</form>")]
+    assert 'spellcheck="false" value="sam"' in create_form  # the typed name kept, the role too
+    assert '<option value="reader" selected>' in create_form and "short" not in create_form  # never the password
     bad_role = await ui.post("/ui/admin/users/create", data={"csrf": csrf, "name": "sam", "role": "owner"})
     assert bad_role.status_code == 400 and "role: one of admin, writer, reader" in html.unescape(bad_role.text)
     assert await role_of(app_context, "sam") is None
