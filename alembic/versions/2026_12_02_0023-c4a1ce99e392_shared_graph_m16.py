@@ -1,13 +1,13 @@
 """The shared HNSW graph at app.db.graphs.SHARED_GRAPH (m 16, ef_construction 200), rebuilt CONCURRENTLY.
 
 At 100 k e5 thoughts the unscoped walk of m 12 / ef_construction 128 (migration 0005) recalled 0.929-0.982 @10 at
-ef_search 400 over five builds, under the 0.95 target on two; m 16 / ef_construction 200 recalled 0.990-0.996
-(docs/BENCHMARKS.md, "Fourteenth session: the shared graph").
+ef_search 400 over eight builds, under the 0.95 target on four; m 16 / ef_construction 200 recalled 0.976-0.996
+over six (docs/BENCHMARKS.md, "Fourteenth session: the shared graph").
 
 The rebuild is CONCURRENTLY, under another name, then swapped (app.db.graphs): a plain DROP and CREATE INDEX holds
-the table's ACCESS EXCLUSIVE lock for the whole build (minutes per 100 k thoughts, about an hour at 1 M), so every
-search and write of a replica still serving would wait for it; this way they go on through the old graph until the
-new one takes its name. `migrate` itself still waits for the build (docs/DEPLOY.md).
+the table's ACCESS EXCLUSIVE lock for the whole build (about 2 minutes per 100 k thoughts on 2 cores, 40-60 minutes
+estimated at 1 M), so every search and write of a replica still serving would wait for it; this way they go on
+through the old graph until the new one takes its name. `migrate` itself still waits for the build (docs/DEPLOY.md).
 
 The upgrade converges to the declared graph: an index already built with those parameters is left as it is, so a
 later migration that changes SHARED_GRAPH does not make this one build twice. A run cut short leaves a
