@@ -50,7 +50,7 @@ class Graph:
 # over five builds of m 12 / ef_construction 128 and 0.939-0.953 over three more (four of eight under the 0.95
 # target), against 0.990-0.996 and 0.976-0.985 over three builds each of m 16 / 200, whose denser links reach
 # more often a small bloc of near-duplicates the sparser graph enters through too few edges. The price: a build
-# 2.2-3.4x as long, a graph 12 % larger and ~1.3 ms more CPU per written thought (docs/BENCHMARKS.md, thirteenth
+# 1.2-3.4x as long, a graph 12 % larger and ~1.3 ms more CPU per written thought (docs/BENCHMARKS.md, thirteenth
 # round and "Fourteenth session: the shared graph").
 SHARED_GRAPH = Graph(m=16, ef_construction=200)
 
