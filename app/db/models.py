@@ -34,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from app.db.graphs import SHARED_GRAPH, SHARED_INDEX
 from app.db.vector import EMBEDDING_DIM, EmbeddingVector, half
 
 NAMING = {
@@ -261,14 +262,13 @@ class Thought(Base):
         Index("ix_thought_tags", "tags", postgresql_using="gin", postgresql_with=GIN_PENDING_LIST),
         # btree_gin (migration 0003): the lexical leg's project filter and words in one index scan.
         Index("ix_thought_project_tsv", "project_id", "tsv", postgresql_using="gin", postgresql_with=GIN_PENDING_LIST),
-        # Half precision, m 12, ef_construction 128 (migration 0005): measured at 100 k thoughts, the cheapest
-        # graph that kept recall@10 >= 0.98 over repeated builds (docs/BENCHMARKS.md). Queries order by
-        # app.db.vector.index_distance.
+        # Half precision (migration 0005) at app.db.graphs.SHARED_GRAPH's parameters (migration 0023): why, there.
+        # Queries order by app.db.vector.index_distance.
         Index(
-            "ix_thought_embedding_hnsw",
+            SHARED_INDEX,
             half(literal_column("embedding")).label("embedding_half"),
             postgresql_using="hnsw",
-            postgresql_with={"m": 12, "ef_construction": 128},
+            postgresql_with=SHARED_GRAPH.options(),
             postgresql_ops={"embedding_half": "halfvec_cosine_ops"},
         ),
         Index("ix_thought_pending_embedding", "id", postgresql_where=sql("embedding IS NULL")),

@@ -10,10 +10,10 @@ checks each predicate (at 10 k thoughts, ~5 µs of planning per index up to 300 
 of each backend's relation cache; docs/BENCHMARKS.md, "Many tenants"). Hence the cap
 (app.services.project_index_job.MAX_PROJECT_INDEXES).
 
-The background jobs decide which projects get one and build or drop it CONCURRENTLY, so writes go on meanwhile
-(app.services.jobs.project_indexes). No migration knows them, so Alembic skips them
-(`include_in_migrations`, alembic/env.py); a migration that changes the `embedding` column must drop them
-first (the jobs build them again). A search learns of a valid one from the catalog, through the project
+The background jobs decide which projects get one and build, rebuild (at changed parameters) or drop it
+CONCURRENTLY, so writes go on meanwhile (app.services.jobs.project_indexes). No migration knows them, so Alembic
+skips them (`include_in_migrations`, alembic/env.py); a migration that changes the `embedding` column must drop
+them first (the jobs build them again). A search learns of a valid one from the catalog, through the project
 read (`has_project_index`), so nothing can point it at an index that is missing or half built.
 """
 
@@ -25,7 +25,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Text, cast, column, exists, func, select, table, text
 
-from app.db.vector import EMBEDDING_DIM
+from app.db import graphs
+from app.db.graphs import Graph
 
 PREFIX = "ix_thought_hnsw_project_"  # + the project id's 32 hex digits: 56 characters, under the 63 allowed
 
@@ -53,35 +54,39 @@ def has_project_index(project_id: Any) -> ColumnElement[bool]:
     )
 
 
-# The shared graph's m with twice its ef_construction. A project's graph is walked for queries whose neighbours
-# lie in other projects too: at 100 k thoughts, the 25 % project's recall@10 for such queries at ef_search 200 was
-# 0.92-0.96 over three builds with ef_construction 128 and 0.975-0.988 over four with 256 (0.99 needed ef_search
-# 400 with 128: +1 ms per search). The price is ~0.5 ms more per insert (docs/BENCHMARKS.md, seventh round).
-# m 16 (ef_construction 200 or 256) recalled no better for the 50 % project of 100 k e5 thoughts over three builds
-# each, and PostgreSQL's custom plans then walked the shared graph instead of the project's (pgvector's cost
-# estimate grows with m): docs/BENCHMARKS.md, HNSW recall, thirteenth round. The job builds missing indexes only,
-# so a change here reaches existing stores only as their projects' indexes are dropped and built again.
-GRAPH_PARAMETERS = {"m": 12, "ef_construction": 256}
+# m 12 with ef_construction 256. A project's graph is walked for queries whose neighbours lie in other projects
+# too: at 100 k thoughts, the 25 % project's recall@10 for such queries at ef_search 200 was 0.92-0.96 over three
+# builds with ef_construction 128 and 0.975-0.988 over four with 256 (0.99 needed ef_search 400 with 128: +1 ms per
+# search). The price is ~0.5 ms more per insert (docs/BENCHMARKS.md, seventh round). m 16 (ef_construction 200 or
+# 256) recalled no better for the 50 % project of 100 k e5 thoughts over three builds each (docs/BENCHMARKS.md,
+# HNSW recall, thirteenth round), unlike the shared graph's (app.db.graphs.SHARED_GRAPH). The job rebuilds an
+# existing index whose parameters differ from these (its reloptions), so a change here reaches every store.
+GRAPH_PARAMETERS = Graph(m=12, ef_construction=256)
 
 
-def create_statement(project_id: uuid.UUID) -> str:
-    """The DDL of a project's index: the shared index's expression over the project's rows. The project is a
-    literal (a uuid's text, nothing from a caller), as a partial index's predicate must be."""
-    graph = ", ".join(f"{key} = {value}" for key, value in GRAPH_PARAMETERS.items())
-    return (
-        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {project_index_name(project_id)} ON thought USING hnsw "
-        f"((embedding::halfvec({EMBEDDING_DIM})) halfvec_cosine_ops) WITH ({graph}) "
-        f"WHERE project_id = '{project_id}'::uuid"
-    )
+def create_statement(project_id: uuid.UUID, suffix: str = "") -> str:
+    """The DDL of a project's index (under its name + `suffix`: a rebuild's replacement): the shared index's
+    expression over the project's rows. The project is a literal (a uuid's text, nothing from a caller), as a
+    partial index's predicate must be."""
+    name = project_index_name(project_id) + suffix
+    return graphs.create_statement(name, GRAPH_PARAMETERS, predicate=f"project_id = '{project_id}'::uuid")
+
+
+def is_rebuild_leftover(name: str) -> bool:
+    """A replacement or a replaced index a rebuild cut short left (app.db.graphs)."""
+    return name.endswith((graphs.NEXT_SUFFIX, graphs.RETIRED_SUFFIX))
 
 
 def drop_statement(name: str) -> str:
-    if not re.fullmatch(PREFIX + "[0-9a-f]{32}", name):  # names come from the catalog: only ours are dropped
+    # Names come from the catalog: only ours (a project's index, or a rebuild's leftover of one) are dropped.
+    suffixes = f"({graphs.NEXT_SUFFIX}|{graphs.RETIRED_SUFFIX})?"
+    if not re.fullmatch(PREFIX + "[0-9a-f]{32}" + suffixes, name):
         raise ValueError(f"not a project index: {name!r}")
-    return f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'
+    return graphs.drop_statement(name)
 
 
 EXISTING_INDEXES = text(
-    "SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "SELECT c.relname AS name, i.indisvalid AS valid, c.reloptions FROM pg_index i "
+    "JOIN pg_class c ON c.oid = i.indexrelid "
     f"WHERE i.indrelid = 'thought'::regclass AND starts_with(c.relname, '{PREFIX}')"
 )

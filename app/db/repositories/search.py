@@ -65,7 +65,8 @@ SearchFilter = ThoughtFilter  # the read filter of every leg; kept as a name for
 # An unscoped walk of the shared graph (every project): with e5 vectors at 100 k, recall@10 against exact was
 # 0.946 at ef_search 200 and 0.959 at 400 for +2 ms p50 of the leg (docs/BENCHMARKS.md, HNSW recall, twelfth
 # round); over four more builds of the shared graph, 0.929-0.982 at 400 (two under 0.95) and 0.966-0.985 at 800,
-# for twice the walk's CPU (thirteenth round).
+# for twice the walk's CPU (thirteenth round). The shared graph at m 16 / ef_construction 200 (migration 0023,
+# app.db.graphs.SHARED_GRAPH) recalls 0.976-0.985 at 400 and 0.964-0.969 at 200 ("Fourteenth session").
 UNSCOPED_EF_SEARCH = 400
 # A walk of a project's own graph (VectorScan.PROJECT_INDEX): with e5 vectors at 100 k, the 50 % project's
 # recall@10 against exact was 0.935-0.956 at ef_search 200 and 0.972-0.984 at 400 over seven builds of its graph

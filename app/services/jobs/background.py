@@ -203,8 +203,9 @@ async def _project_indexes(db: Database, _settings: Settings) -> str | None:
     changes = await reconcile_project_indexes(db)  # after the counts it decides by
     if changes is None:
         return None
+    rebuilt = f", {len(changes.rebuilt)} rebuilt at new parameters" if changes.rebuilt else ""
     failed = f", {len(changes.failed)} build(s) refused (see the log)" if changes.failed else ""
-    return f"{len(changes.created)} index(es) built, {len(changes.dropped)} dropped{failed}"
+    return f"{len(changes.created)} index(es) built, {len(changes.dropped)} dropped{rebuilt}{failed}"
 
 
 async def _health_report(db: Database, settings: Settings) -> str | None:

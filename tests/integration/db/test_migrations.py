@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from alembic import command
-from app.db import migrations, project_indexes
+from app.db import graphs, migrations, project_indexes
 from app.db.engine import Database
 from app.db.models import Base
 
@@ -237,6 +237,74 @@ async def test_every_project_is_open_to_everyone_after_0017(scratch_url: str) ->
     assert migrated == [(before, None, "admin")]
     assert sorted(inserted, key=str) == sorted([(before, None, "admin"), (after, None, "admin")], key=str)
     assert dropped and projects == 2  # the downgrade drops the memberships, not the projects
+
+
+async def _shared_graphs(engine: AsyncEngine) -> list[tuple[str, bool, list[str]]]:
+    async with engine.connect() as connection:
+        found = await connection.execute(
+            text(
+                "SELECT c.relname, i.indisvalid, c.reloptions FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE starts_with(c.relname, :name) ORDER BY 1"
+            ),
+            {"name": graphs.SHARED_INDEX},
+        )
+        return [(row.relname, row.indisvalid, sorted(row.reloptions or [])) for row in found]
+
+
+async def test_0023_moves_an_existing_shared_graph_to_the_declared_parameters(scratch_url: str) -> None:
+    """A store at 0022 holds 0005's shared graph (m 12 / ef_construction 128) over its vectors: the upgrade builds
+    the declared graph (SHARED_GRAPH) beside it, after dropping what a run cut short left, and the replacement takes
+    the name; the downgrade brings 0005's back."""
+    await asyncio.to_thread(migrations.downgrade, scratch_url, "base")
+    await asyncio.to_thread(migrations.upgrade, scratch_url, "8e4f1a6c2d93")
+    engine = await _engine(scratch_url)
+    declared = sorted(f"{key}={value}" for key, value in graphs.SHARED_GRAPH.options().items())
+    try:
+        async with engine.begin() as connection:
+            project = uuid.uuid4()
+            await connection.execute(text("INSERT INTO project (id, name) VALUES (:id, 'p')"), {"id": project})
+            for n in range(1, 4):
+                vector = "[" + ",".join(str((n * (d + 1)) % 7 + 1) for d in range(384)) + "]"
+                await connection.execute(
+                    text(
+                        "INSERT INTO thought (id, project_id, content, embedding, embedding_model) "
+                        "VALUES (gen_random_uuid(), :p, :c, CAST(:v AS vector(384)), 'm')"
+                    ),
+                    {"p": project, "c": f"thought {n}", "v": vector},
+                )
+            # As a run of 0023 killed mid-build leaves it (any index of that name: it is dropped, not read).
+            await connection.execute(text(f"CREATE INDEX {graphs.SHARED_INDEX}{graphs.NEXT_SUFFIX} ON thought (id)"))
+        before = await _shared_graphs(engine)
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+        after = await _shared_graphs(engine)
+        async with engine.connect() as connection:
+            definition = (
+                await connection.execute(text("SELECT pg_get_indexdef(to_regclass(:n))"), {"n": graphs.SHARED_INDEX})
+            ).scalar_one()
+            # The new graph holds the rows that existed before it: a walk of it (the only plan left) finds them.
+            for setting in ("enable_seqscan", "enable_sort"):
+                await connection.execute(text(f"SET LOCAL {setting} = off"))
+            walked = await connection.execute(
+                text(
+                    "SELECT count(*) FROM (SELECT id FROM thought ORDER BY CAST(embedding AS halfvec(384)) "
+                    "<=> CAST(:v AS halfvec(384)) LIMIT 10) nearest"
+                ),
+                {"v": "[" + ",".join(["1"] * 384) + "]"},
+            )
+            thoughts = walked.scalar_one()
+        await asyncio.to_thread(migrations.downgrade, scratch_url, "8e4f1a6c2d93")
+        restored = await _shared_graphs(engine)
+    finally:
+        await engine.dispose()
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+    assert before == [
+        (graphs.SHARED_INDEX, True, ["ef_construction=128", "m=12"]),
+        (graphs.SHARED_INDEX + graphs.NEXT_SUFFIX, True, []),
+    ]
+    assert after == [(graphs.SHARED_INDEX, True, declared)]
+    assert declared != ["ef_construction=128", "m=12"]  # the upgrade changed the graph
+    assert "USING hnsw (((embedding)::halfvec(384)) halfvec_cosine_ops)" in definition and thoughts == 3
+    assert restored == [(graphs.SHARED_INDEX, True, ["ef_construction=128", "m=12"])]
 
 
 # ---------------------------------------------------------------- drift

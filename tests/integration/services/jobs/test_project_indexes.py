@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from app.db import project_indexes
+from app.db import graphs, project_indexes
 from app.db.engine import Database, build_engine
 from app.db.locks import PROJECT_INDEX_LOCK_KEY
 from app.db.models import ThoughtStatus
@@ -78,7 +79,7 @@ async def test_a_mid_size_project_gets_an_index_of_its_rows(reader: ToolCaller, 
         "USING hnsw (((embedding)::halfvec(384)) halfvec_cosine_ops) WITH (m='12', ef_construction='256') "
         f"WHERE (project_id = '{projects['Garden']}'::uuid)"
     )
-    assert options == ["m=12", "ef_construction=256"]  # the shared graph's m, twice its ef_construction
+    assert options == ["m=12", "ef_construction=256"]  # project_indexes.GRAPH_PARAMETERS
     assert await _has_index(reader.context, "/work/garden")
     assert not await _has_index(reader.context, "/work/billing")
 
@@ -249,3 +250,69 @@ async def test_at_most_max_indexes_exist_for_the_largest_projects(
     assert await reconcile_project_indexes(reader.context.db, capped) == expected
     assert [row[0] for row in await _indexes(reader.context)] == [project_indexes.project_index_name(projects["Tiny"])]
     assert await _has_index(reader.context, "/work/tiny") and not await _has_index(reader.context, "/work/garden")
+
+
+async def _waiting_concurrent_builds(context: AppContext) -> int:
+    waiting = await rows(
+        context,
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND starts_with(query, 'CREATE INDEX CONCURRENTLY')",
+    )
+    return int(waiting[0][0])
+
+
+async def test_an_index_at_other_parameters_is_rebuilt_beside_it_and_then_takes_its_name(
+    reader: ToolCaller, projects: dict[str, uuid.UUID], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release that declares other GRAPH_PARAMETERS reaches a store whose project graph an older one built
+    under the same name: the job reads the index's reloptions, not its name. The replacement builds CONCURRENTLY
+    beside the old graph, which stays valid and searched until the replacement takes its name.
+
+    A transaction holding a write lock on `thought` pauses the build where CREATE INDEX CONCURRENTLY waits for
+    the table's writers (after creating its index, before filling it), so the store is looked at mid-rebuild."""
+    garden = project_indexes.project_index_name(projects["Garden"])
+    assert await reconcile_project_indexes(reader.context.db, LIMITS) == IndexChanges(created=[projects["Garden"]])
+    built = ["m=12", "ef_construction=256"]
+    assert [row[3] for row in await _indexes(reader.context)] == [built]
+    monkeypatch.setattr(project_indexes, "GRAPH_PARAMETERS", graphs.Graph(m=8, ef_construction=64))  # the release
+    declared = ["m=8", "ef_construction=64"]
+
+    async with reader.context.db.engine.connect() as writer_lock:
+        await writer_lock.execute(text("LOCK TABLE thought IN ROW EXCLUSIVE MODE"))  # as any open write holds
+        job = asyncio.create_task(reconcile_project_indexes(reader.context.db, LIMITS))
+        for _ in range(600):  # until the build waits for that lock (bounded: a build that never waits fails below)
+            if job.done() or await _waiting_concurrent_builds(reader.context):
+                break
+            await asyncio.sleep(0.05)
+        assert not job.done()
+        during = [(row[0], row[1], row[3]) for row in await _indexes(reader.context)]
+        assert during == [(garden, True, built), (garden + graphs.NEXT_SUFFIX, False, declared)]
+        assert await _has_index(reader.context, "/work/garden")  # searches still walk the old graph
+        await writer_lock.rollback()
+        changes = await job
+
+    assert changes == IndexChanges(rebuilt=[projects["Garden"]])
+    ((name, valid, definition, options),) = await _indexes(reader.context)
+    assert (name, valid, options) == (garden, True, declared)
+    assert f"WHERE (project_id = '{projects['Garden']}'::uuid)" in definition
+    assert await _has_index(reader.context, "/work/garden")
+    assert await reconcile_project_indexes(reader.context.db, LIMITS) == IndexChanges()  # converged: no rebuild
+
+
+async def test_what_a_cut_short_rebuild_left_is_dropped_and_the_index_kept(
+    reader: ToolCaller, projects: dict[str, uuid.UUID]
+) -> None:
+    """A restart mid-rebuild leaves the replacement (invalid, or valid before the swap) or the replaced graph
+    (after it): the next tick drops them (any index of those names), and an index already at the declared
+    parameters is not rebuilt."""
+    await reconcile_project_indexes(reader.context.db, LIMITS)
+    garden = project_indexes.project_index_name(projects["Garden"])
+    leftovers = [garden + graphs.NEXT_SUFFIX, garden + graphs.RETIRED_SUFFIX]
+    for leftover in leftovers:
+        await execute(reader.context, f'CREATE INDEX "{leftover}" ON thought (project_id)')
+    assert len(await _indexes(reader.context)) == 3
+
+    assert await reconcile_project_indexes(reader.context.db, LIMITS) == IndexChanges(dropped=sorted(leftovers))
+    assert [(row[0], row[1]) for row in await _indexes(reader.context)] == [(garden, True)]
+    with pytest.raises(ValueError, match="not a project index"):
+        project_indexes.drop_statement(graphs.SHARED_INDEX + graphs.NEXT_SUFFIX)  # never the shared graph's
