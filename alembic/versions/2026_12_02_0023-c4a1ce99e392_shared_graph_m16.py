@@ -5,8 +5,8 @@ ef_search 400 over eight builds, under the 0.95 target on four; m 16 / ef_constr
 over six (docs/BENCHMARKS.md, "Fourteenth session: the shared graph").
 
 The rebuild is CONCURRENTLY, under another name, then swapped (app.db.graphs): a plain DROP and CREATE INDEX holds
-the table's ACCESS EXCLUSIVE lock for the whole build (1-2.5 minutes per 100 k thoughts on 2 cores, 20-60 minutes
-estimated at 1 M), so every search and write of a replica still serving would wait for it; this way they go on
+the table's ACCESS EXCLUSIVE lock for the whole build (1-2.5 minutes per 100 k thoughts on 2 cores, 880 s measured
+at 1 M), so every search and write of a replica still serving would wait for it; this way they go on
 through the old graph until the new one takes its name. `migrate` itself still waits for the build (docs/DEPLOY.md).
 
 The upgrade converges to the declared graph: an index already built with those parameters is left as it is, so a
