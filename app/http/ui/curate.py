@@ -159,7 +159,7 @@ async def create_thought(page: Page, form: Form) -> Response:
         arguments["cwd"] = project.local_path
     written = await checked(page, "memory_store", arguments, _create)
     if isinstance(written, Refusal):
-        errors.refused(written, STORE_FIELDS)
+        errors.refused(written.error, written.cause, STORE_FIELDS)
         return await _create_form(page, typed, errors, written.status)
     return RedirectResponse(_thought_page(str(written.thought.id), "created"), status_code=303)
 
@@ -206,7 +206,7 @@ async def update_thought(page: Page, form: Form) -> Response:
         return _edit_form(page, item, typed, errors, 400)
     written = await checked(page, "memory_store", arguments, _update)
     if isinstance(written, Refusal):
-        errors.refused(written, STORE_FIELDS)
+        errors.refused(written.error, written.cause, STORE_FIELDS)
         return _edit_form(page, item, typed, errors, written.status)
     return RedirectResponse(_thought_page(thought_id, "updated"), status_code=303)
 
@@ -250,7 +250,9 @@ async def link(page: Page, form: Form) -> Response:
     if isinstance(linked, Refusal):  # e.g. the pair already carries another type: said by the picker, values kept
         errors = FieldErrors()
         # Only the picked end is the form's field: a refusal of this thought's own id is the form's general message.
-        errors.refused(linked, {"edge_type": "edge_type", ("source_id" if inward else "target_id"): "other_id"})
+        errors.refused(
+            linked.error, linked.cause, {"edge_type": "edge_type", ("source_id" if inward else "target_id"): "other_id"}
+        )
         return await _pick_again(page, form, errors, linked.status)
     return RedirectResponse(_thought_page(thought_id, "linked"), status_code=303)
 

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 from urllib.parse import parse_qs
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from app.errors import AppError
-
-if TYPE_CHECKING:
-    from app.http.ui.tool_calls import Refusal
 
 # the largest console form: a page of selected ids (≤ 50 × 36 characters) beside a summary (≤ 720 characters)
 FORM_LIMIT = 16 * 1024
@@ -59,16 +56,15 @@ class FieldErrors:
     def get(self, name: str) -> str | None:
         return self.by_field.get(name)
 
-    def refused(self, refusal: Refusal, fields: Mapping[str, str]) -> None:
-        """A refusal of the tool's checks or of its operation: beside the form field of the argument it carries
-        (`fields`: argument → form field), in words; otherwise — no argument, or one the form has no field for —
-        as the form's general message, the tool's own text."""
-        cause = refusal.cause
+    def refused(self, message: str, cause: AppError | None, fields: Mapping[str, str]) -> None:
+        """A refusal of the tool's checks or of its operation (a `Refusal`'s message and cause): beside the form
+        field of the argument its cause carries (`fields`: argument → form field), in words; otherwise — no
+        argument, or one the form has no field for — as the form's general message, the tool's own text."""
         argument = top_argument(cause) if cause is not None else None
         if cause is not None and argument is not None and argument in fields:
             self.add(fields[argument], in_words(cause))
         else:
-            self.general = refusal.error
+            self.general = message
 
 
 def top_argument(error: AppError) -> str | None:
