@@ -355,9 +355,9 @@ ELEVENTH_ROUND: dict[str, Fusion] = {  # issue 23's eleventh round: what the shi
     },
 }
 
-# The fifteenth session: the shipped fusion at higher vector weights. The denser shared graph (migration 0023) lifted
-# the unscoped vector leg at 100 k notes above the shipped answer (hit@5 0.690 against 0.665); a higher weight is the
-# candidate fix, to be kept only if LoCoMo's tuning half does not fall.
+# The fifteenth session: the shipped fusion at higher vector weights, the candidate fix for unscoped 100 k notes (the
+# vector leg's hit@5 0.690 above the shipped 0.665 after migration 0023). Rejected: LoCoMo's tuning half falls at every
+# step (R@5 0.625 -> 0.612 / 0.600 / 0.589; docs/BENCHMARKS.md, "Fifteenth session").
 FIFTEENTH_ROUND: dict[str, Fusion] = {
     f"15: shipped at vector weight {w}": standardised(w, neighbour=0.3, top=30, absent=SHIPPED_ABSENT)
     for w in (0.6, 0.65, 0.7)
