@@ -411,6 +411,10 @@ FUSIONS: dict[str, Fusion] = {
     "rrf k10 lexical 0.5": rrf(k=10, lexical_weight=0.5),
     **{f"convex {alpha}": convex(alpha) for alpha in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)},
     **{f"convex {alpha} floor": convex(alpha, floor=-1.0) for alpha in (0.5, 0.7)},
+}
+
+# Only where every question carries bm25s's ranking (bench.locomo's legs file does not: its table has them).
+BM25S_REFERENCES: dict[str, Fusion] = {
     "bm25s (reference)": only("bm25s"),
     "rrf k60 bm25s + vector (reference)": textbook_rrf("bm25s", "vector"),
 }
@@ -450,7 +454,11 @@ def report(name: str, questions: list[Legs], kinds: Sequence[str]) -> dict[str, 
     print(f"\n{name}: {len(questions)} questions, R@5 / R@10")
     header = f"{'fusion':<66}{'overall':>14}" + "".join(f"{kind:>16}" for kind in kinds)
     print(header)
-    fusions = {**FUSIONS, **(THIRD_LEG_FUSIONS if all(legs.third is not None for legs in questions) else {})}
+    fusions = {
+        **FUSIONS,
+        **(BM25S_REFERENCES if all(legs.reference_bm25 is not None for legs in questions) else {}),
+        **(THIRD_LEG_FUSIONS if all(legs.third is not None for legs in questions) else {}),
+    }
     for label, fuse in fusions.items():
         ranked = [fuse(legs) for legs in questions]
         row: dict[str, Any] = {}
