@@ -372,11 +372,12 @@ def rrf(*rankings: list[str], k: int = RRF_K) -> list[str]:
 
 
 async def scoped_search(
-    session: Session, mode: Mode, query: str, cwd: str, question_id: str, limit: int = LIMIT
+    session: Session, mode: Mode, query: str, cwd: str | None, question_id: str, limit: int = LIMIT
 ) -> tuple[dict[str, Any], float]:
-    """One question of a dialogue set through `memory_recall search` in its dialogue's project, as `mode` asks
-    (None arguments left out): the answer and its seconds. Refuses a run whose mode did not hold (a lexical-only
-    call not degraded, or the reverse) or whose cwd did not resolve to the dialogue's project."""
+    """One question of a dialogue set through `memory_recall search` in its dialogue's project (cwd None: over
+    every project, the unscoped call), as `mode` asks (None arguments left out): the answer and its seconds.
+    Refuses a run whose mode did not hold (a lexical-only call not degraded, or the reverse) or whose scope is not
+    the one asked for (a cwd that did not resolve to its project, or no cwd answered within one)."""
     arguments = {
         key: value
         for key, value in {
@@ -395,8 +396,8 @@ async def scoped_search(
     meta = result["meta"]
     if mode.lexical_only != bool(meta["degraded"]):
         raise RuntimeError(f"{mode.name}: degraded={meta['degraded']} for {question_id}")
-    if (meta.get("scope") or {}).get("global", True):
-        raise RuntimeError(f"{question_id}: cwd did not resolve to its project: {meta}")
+    if (meta.get("scope") or {}).get("global", True) != (cwd is None):
+        raise RuntimeError(f"{question_id}: the answer's scope is not the one asked for (cwd {cwd}): {meta}")
     return result, seconds
 
 

@@ -78,6 +78,7 @@ class Legs:
     # key → the keys stored just before and after it in its project (SearchRepository.adjacent), for every row
     # of the legs
     adjacent: dict[str, tuple[str | None, ...]] | None = None
+    unscoped: bool = False  # asked without a cwd: the legs span every project
 
 
 Fusion = Callable[[Legs], list[str]]
@@ -205,6 +206,7 @@ def standardised(
     lexical_only: float = 1.0,
     tail: float = 0.0,
     lexical_cap: float | None = None,
+    unscoped_weight: float | None = None,
 ) -> Fusion:
     """The shipped fusion (SearchService._fuse): each leg's scores standardised over its rows (the lexical leg's
     padded with zeros to the dense leg's row count), a row missing from a leg as `absent` says,
@@ -217,16 +219,18 @@ def standardised(
     rows' distance in deviations — raised to `power`, the two weights renormalised; `agreement` a scales the
     lexical weight by a + (1 − a) × the share of the lexical leg's first 10 rows the vector leg holds;
     `lexical_only` multiplies the lexical z of a row the vector leg lacks; `tail` adds tail × 61 × Σ 1 / (60 +
-    rank) over both legs (an RRF term); `lexical_cap` caps the lexical z."""
+    rank) over both legs (an RRF term); `lexical_cap` caps the lexical z. `unscoped_weight`: the vector weight of a
+    question asked without a cwd (the sixteenth round)."""
 
     def fuse(legs: Legs) -> list[str]:
+        weight = unscoped_weight if legs.unscoped and unscoped_weight is not None else vector_weight
         dense = (legs.third or []) if third else legs.vector
         lexical = legs.lexical
         values = {
             "dense": [score for _, score in dense],
             "lexical": [score for _, score in lexical] + [0.0] * max(0, len(dense) - len(lexical)),
         }
-        weights = {"dense": vector_weight, "lexical": 1.0 - vector_weight}
+        weights = {"dense": weight, "lexical": 1.0 - weight}
         own: dict[str, dict[str, float]] = {"dense": dict(dense), "lexical": dict(lexical)}
         ranks = {
             name: {key: rank for rank, (key, _) in enumerate(rows, 1)}
@@ -363,6 +367,15 @@ FIFTEENTH_ROUND: dict[str, Fusion] = {
     for w in (0.6, 0.65, 0.7)
 }
 
+# The sixteenth session: the vector weight of an unscoped question alone (a scoped one keeps 0.55), chosen on LoCoMo's
+# questions asked without a cwd (bench.locomo --scope every) and checked on the unscoped 100 k notes.
+SIXTEENTH_ROUND: dict[str, Fusion] = {
+    f"16: shipped, unscoped at vector weight {w}": standardised(
+        0.55, neighbour=0.3, top=30, absent=SHIPPED_ABSENT, unscoped_weight=w
+    )
+    for w in (0.45, 0.5, 0.6, 0.65, 0.7, 0.75)
+}
+
 FUSIONS: dict[str, Fusion] = {
     "vector only": only("vector"),
     "lexical only": only("lexical"),
@@ -403,6 +416,7 @@ FUSIONS: dict[str, Fusion] = {
     "shipped: the same, absent floor 1 / penalty 1, neighbour 0.3": SHIPPED,
     **ELEVENTH_ROUND,
     **FIFTEENTH_ROUND,
+    **SIXTEENTH_ROUND,
     "rrf k60 relative 0.7 adaptive 1": rrf(relative=0.7, adaptive=1.0),
     "rrf k20 depth 10": rrf(k=20, depth=10),
     "rrf k60 depth 10 lexical 0.7": rrf(depth=10, lexical_weight=0.7),
@@ -742,6 +756,7 @@ async def notes_legs(url: str, model: str, ef_search: int | None = None) -> dict
                     [(str(row.id), row.score) for row in lexical.rows],
                     lexical.idf_mass,
                     third=exact,
+                    unscoped=scope_name == "unscoped",
                     adjacent={
                         str(key): tuple(None if other is None else str(other) for other in pair)
                         for key, pair in adjacent.items()
@@ -768,6 +783,7 @@ def load_legs(path: Path) -> dict[str, list[Legs]]:
                 adjacent=None
                 if entry.get("adjacent") is None
                 else {key: tuple(pair) for key, pair in entry["adjacent"].items()},
+                unscoped=name == "unscoped",
             )
             for entry in entries
         ]
@@ -803,20 +819,27 @@ def replay_locomo(legs_file: Path) -> dict[str, Any]:
 
     stored = json.loads(legs_file.read_text(encoding="utf-8"))
     results: dict[str, Any] = {}
-    for half, members in locomo.HALVES.items():
-        questions = [
-            Legs(
-                question["category"],
-                set(question["evidence"]),
-                [(key, score) for key, score in stored["legs"][question_id]["vector"]],
-                [(key, score) for key, score in stored["legs"][question_id]["lexical"]],
-                stored["legs"][question_id]["idf_mass"],
-                adjacent=locomo.adjacency(stored["legs"][question_id]),
-            )
-            for question_id, question in stored["questions"].items()
-            if question["dialogue"] in members
-        ]
-        results[half] = report(f"LoCoMo {half} half ({locomo.CITATION})", questions, locomo.GROUPS[1:])
+    # "legs": asked in each question's dialogue; "legs_unscoped" (bench.locomo --scope every): without a cwd.
+    for scope, unscoped in (("legs", False), ("legs_unscoped", True)):
+        legs = stored.get(scope)
+        if legs is None:
+            continue
+        for half, members in locomo.HALVES.items():
+            questions = [
+                Legs(
+                    question["category"],
+                    set(question["evidence"]),
+                    [(key, score) for key, score in legs[question_id]["vector"]],
+                    [(key, score) for key, score in legs[question_id]["lexical"]],
+                    legs[question_id]["idf_mass"],
+                    adjacent=locomo.adjacency(legs[question_id]),
+                    unscoped=unscoped,
+                )
+                for question_id, question in stored["questions"].items()
+                if question["dialogue"] in members
+            ]
+            name = f"{half}, unscoped" if unscoped else half
+            results[name] = report(f"LoCoMo {name} ({locomo.CITATION})", questions, locomo.GROUPS[1:])
     return results
 
 

@@ -30,6 +30,11 @@ R@k = |evidence turns among the first k returned| / |evidence turns|; hit@k = 1 
 is among the first k. Halves: tuning = dialogues 26, 30, 41, 42, 43; held-out = 44, 47, 48, 49, 50 (every parameter
 of the service is chosen on the tuning half only). Latency: the wall time of each in-process tool call (p50, p95).
 Writes bench/results/locomo.json (per question rankings included; gitignored).
+
+`--scope every` (or `both`) asks the same questions without a cwd instead (or as well): the unscoped call, whose
+answer spans all ten dialogues' projects (5,882 turns), with the references over every turn too. That is real
+dialogue for the search an agent makes outside a project (no cwd), the case the generated notes alone measured
+before; its legs go to the legs file under "legs_unscoped" (`bench.fusion --locomo` replays both scopes).
 """
 
 from __future__ import annotations
@@ -354,15 +359,15 @@ async def stored(session: Session, data: LoCoMo, model: str, folder: Path | None
 
 
 async def service_rankings(
-    session: Session, data: LoCoMo, cwd_of: dict[str, str], key_of: dict[str, str]
+    session: Session, data: LoCoMo, cwd_of: dict[str, str], key_of: dict[str, str], unscoped: bool = False
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, list[float]]]:
-    """mode → question id → turn keys returned; mode → seconds per call."""
+    """mode → question id → turn keys returned; mode → seconds per call (`unscoped`: asked without a cwd)."""
     ranked: dict[str, dict[str, list[str]]] = defaultdict(dict)
     timings: dict[str, list[float]] = defaultdict(list)
     for number, question in enumerate(data.questions, start=1):
         for mode in SERVICE_MODES:
             result, seconds = await scoped_search(
-                session, mode, question.text, cwd_of[question.dialogue], question.id, LIMIT
+                session, mode, question.text, None if unscoped else cwd_of[question.dialogue], question.id, LIMIT
             )
             timings[mode.name].append(seconds)
             ranked[mode.name][question.id] = [key_of.get(item["thought"]["id"], "?") for item in result["items"]]
@@ -371,11 +376,14 @@ async def service_rankings(
     return ranked, timings
 
 
-async def stored_vectors(session: Session, project_path: str, key_of: dict[str, str]) -> tuple[list[str], np.ndarray]:
-    """(turn keys, unit rows) of the vectors the store holds for a dialogue's project."""
+async def stored_vectors(
+    session: Session, project_path: str | None, key_of: dict[str, str]
+) -> tuple[list[str], np.ndarray]:
+    """(turn keys, unit rows) of the vectors the store holds for a dialogue's project (None: every project's)."""
+    where = "" if project_path is None else "p.local_path = :path AND "
     statement = text(
         "SELECT t.id::text AS id, t.embedding::text AS embedding FROM thought t JOIN project p ON p.id = t.project_id "
-        "WHERE p.local_path = :path AND t.status = 'active' AND t.embedding IS NOT NULL ORDER BY t.created_at, t.id"
+        f"WHERE {where}t.status = 'active' AND t.embedding IS NOT NULL ORDER BY t.created_at, t.id"
     )
     async with session.database.unit_of_work() as db:
         rows = (await db.execute(statement, {"path": project_path})).all()
@@ -384,9 +392,14 @@ async def stored_vectors(session: Session, project_path: str, key_of: dict[str, 
     return [key_of[row.id] for row in rows], matrix
 
 
-def bm25_rankings(data: LoCoMo) -> dict[str, list[str]]:
-    """question id → turn keys with a positive bm25s score, best first (ties in conversation order)."""
+def bm25_rankings(data: LoCoMo, unscoped: bool = False) -> dict[str, list[str]]:
+    """question id → turn keys with a positive bm25s score, best first (ties in conversation order); over its
+    dialogue's turns, or with `unscoped` over every turn of the set."""
     rankings: dict[str, list[str]] = {}
+    if unscoped:
+        turns = [turn for dialogue in data.dialogues for turn in dialogue.turns]
+        orders = bm25_orders([turn.content for turn in turns], [q.text for q in data.questions])
+        return {q.id: [turns[i].key for i in order] for q, order in zip(data.questions, orders, strict=True)}
     for dialogue in data.dialogues:
         questions = [question for question in data.questions if question.dialogue == dialogue.id]
         orders = bm25_orders([turn.content for turn in dialogue.turns], [q.text for q in questions])
@@ -413,10 +426,23 @@ async def query_vectors(runtime: EmbeddingRuntime, data: LoCoMo) -> Queries:
 
 
 async def dense_rankings(
-    session: Session, data: LoCoMo, queries: Queries, cwd_of: dict[str, str], key_of: dict[str, str]
+    session: Session,
+    data: LoCoMo,
+    queries: Queries,
+    cwd_of: dict[str, str],
+    key_of: dict[str, str],
+    unscoped: bool = False,
 ) -> dict[str, list[str]]:
-    """question id → every turn of its dialogue by exact cosine of the stored vectors, best first."""
+    """question id → every turn of its dialogue (`unscoped`: of the set) by exact cosine of the stored vectors,
+    best first."""
     rankings: dict[str, list[str]] = {}
+    if unscoped:
+        keys, matrix = await stored_vectors(session, None, key_of)
+        for question in data.questions:
+            vector = np.asarray(queries.vectors[question.id], dtype=np.float64)
+            cosine = matrix @ (vector / np.linalg.norm(vector))
+            rankings[question.id] = [keys[i] for i in np.argsort(-cosine, kind="stable")[: 10 * LIMIT]]
+        return rankings
     for dialogue in data.dialogues:
         keys, matrix = await stored_vectors(session, cwd_of[dialogue.id], key_of)
         for question in data.questions:
@@ -429,10 +455,16 @@ async def dense_rankings(
 
 
 async def leg_rows(
-    session: Session, data: LoCoMo, queries: Queries, cwd_of: dict[str, str], key_of: dict[str, str], model: str
+    session: Session,
+    data: LoCoMo,
+    queries: Queries,
+    cwd_of: dict[str, str],
+    key_of: dict[str, str],
+    model: str,
+    unscoped: bool = False,
 ) -> dict[str, Any]:
     """question id → the service's vector leg (key, cosine) and lexical leg (key, BM25) at a limit-10 pool, and
-    the lexical leg's Σ idf (for bench.fusion's replay)."""
+    the lexical leg's Σ idf (for bench.fusion's replay); in its dialogue's project or (`unscoped`) over all."""
     pool = pool_size(LIMIT)
     settings = session.callers[False].context.settings.search.bm25
     legs: dict[str, Any] = {}
@@ -445,7 +477,8 @@ async def leg_rows(
             assert project is not None
             project_of[dialogue_id] = project.id
         for question in data.questions:
-            where = ThoughtFilter(project_id=project_of[question.dialogue], statuses=(ThoughtStatus.active,))
+            project_id = None if unscoped else project_of[question.dialogue]
+            where = ThoughtFilter(project_id=project_id, statuses=(ThoughtStatus.active,))
             vector_rows = await repository.vector_leg(queries.vectors[question.id], model, where, pool)
             lexical = await repository.lexical_leg(question.text, where, pool, settings)
             legs[question.id] = {
@@ -456,48 +489,74 @@ async def leg_rows(
     return legs
 
 
-async def run(data: LoCoMo, model: str, url: str, folder: Path | None, search: Sequence[str] = ()) -> dict[str, Any]:
-    settings = EmbeddingSettings(model=model, cache_dir=model_cache_dir())
-    runtime = EmbeddingRuntime(settings)
-    await runtime.load()
-    if runtime.profile is None or runtime.profile.model_id != model:
-        sys.exit(f"model {model} not loadable: {runtime.note} (run `make model`)")
-    lexical_runtime = EmbeddingRuntime(settings)  # never loaded: no embedder, searches answer lexically
+SCOPES = {"dialogue": (False,), "every": (True,), "both": (False, True)}  # --scope → unscoped passes, in order
+
+
+async def scope_pass(
+    session: Session,
+    data: LoCoMo,
+    manifest: dict[str, Any],
+    queries: Queries,
+    model: str,
+    unscoped: bool,
+) -> dict[str, Any]:
+    """Every question through the service in each mode, the references and the legs, in one scope: its
+    dialogue's project, or (`unscoped`) no cwd, every project."""
+    cwd_of, key_of = manifest["cwd_of"], manifest["key_of"]
     seconds: dict[str, float] = {}
-    session = await open_session(url, runtime, lexical_runtime, search_settings(search))
-    try:
-        manifest = await stored(session, data, model, folder)
-        cwd_of, key_of = manifest["cwd_of"], manifest["key_of"]
-        started = time.perf_counter()
-        ranked, timings = await service_rankings(session, data, cwd_of, key_of)
-        seconds["service_searches"] = time.perf_counter() - started
-        started = time.perf_counter()
-        queries = await query_vectors(runtime, data)
-        ranked["dense"] = await dense_rankings(session, data, queries, cwd_of, key_of)
-        seconds["dense"] = time.perf_counter() - started
-        started = time.perf_counter()
-        ranked["bm25"] = bm25_rankings(data)
-        seconds["bm25"] = time.perf_counter() - started
-        ranked["rrf"] = {key: rrf(ranked["bm25"][key], ranked["dense"][key]) for key in ranked["dense"]}
-        legs = await leg_rows(session, data, queries, cwd_of, key_of, model)
-        server = await session.server()
-    finally:
-        await session.database.dispose()
+    started = time.perf_counter()
+    ranked, timings = await service_rankings(session, data, cwd_of, key_of, unscoped)
+    seconds["service_searches"] = time.perf_counter() - started
+    started = time.perf_counter()
+    ranked["dense"] = await dense_rankings(session, data, queries, cwd_of, key_of, unscoped)
+    seconds["dense"] = time.perf_counter() - started
+    started = time.perf_counter()
+    ranked["bm25"] = bm25_rankings(data, unscoped)
+    seconds["bm25"] = time.perf_counter() - started
+    ranked["rrf"] = {key: rrf(ranked["bm25"][key], ranked["dense"][key]) for key in ranked["dense"]}
+    legs = await leg_rows(session, data, queries, cwd_of, key_of, model, unscoped)
     rankings = {name: {key: rows[:LIMIT] for key, rows in by_question.items()} for name, by_question in ranked.items()}
     latency = {
         name: {"p50_ms": round(percentile(values, 0.5) * 1000, 2), "p95_ms": round(percentile(values, 0.95) * 1000, 2)}
         for name, values in timings.items()
     }
     return {
-        "store": {key: manifest[key] for key in ("turns", "store_seconds", "stored_at", "cached")}
-        | {"thoughts_per_second": round(manifest["turns"] / manifest["store_seconds"], 1)},
         "latency": latency,
         "seconds": {key: round(value, 1) for key, value in seconds.items()},
-        "server": server,
         "scores": by_half(data, rankings),
         "rankings": rankings,
         "legs": legs,
     }
+
+
+async def run(
+    data: LoCoMo, model: str, url: str, folder: Path | None, search: Sequence[str] = (), scope: str = "dialogue"
+) -> dict[str, Any]:
+    settings = EmbeddingSettings(model=model, cache_dir=model_cache_dir())
+    runtime = EmbeddingRuntime(settings)
+    await runtime.load()
+    if runtime.profile is None or runtime.profile.model_id != model:
+        sys.exit(f"model {model} not loadable: {runtime.note} (run `make model`)")
+    lexical_runtime = EmbeddingRuntime(settings)  # never loaded: no embedder, searches answer lexically
+    session = await open_session(url, runtime, lexical_runtime, search_settings(search))
+    passes: dict[str, dict[str, Any]] = {}
+    try:
+        manifest = await stored(session, data, model, folder)
+        queries = await query_vectors(runtime, data)
+        for unscoped in SCOPES[scope]:
+            name = "unscoped" if unscoped else "scoped"
+            print(f"  asking every question {name}", file=sys.stderr, flush=True)
+            passes[name] = await scope_pass(session, data, manifest, queries, model, unscoped)
+        server = await session.server()
+    finally:
+        await session.database.dispose()
+    store_ = {key: manifest[key] for key in ("turns", "store_seconds", "stored_at", "cached")}
+    store_["thoughts_per_second"] = round(manifest["turns"] / manifest["store_seconds"], 1)
+    # The scoped pass stays at the top level (as before --scope); an unscoped pass under "unscoped".
+    result: dict[str, Any] = {"store": store_, "server": server, **passes.pop("scoped", {})}
+    if "unscoped" in passes:
+        result["unscoped"] = passes["unscoped"]
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------- report
@@ -524,6 +583,13 @@ def print_report(data: LoCoMo, model: str, result: dict[str, Any]) -> None:
     store_ = result["store"]
     cached = f" (cached store of {store_['stored_at']})" if store_["cached"] else ""
     print(f"model {model}; bulk_create {store_['thoughts_per_second']} thoughts/s{cached}")
+    for label, scope_result in (("asked in its dialogue's project", result), ("unscoped", result.get("unscoped"))):
+        if scope_result is not None and "scores" in scope_result:
+            print(f"\n=== {label}")
+            print_scope(scope_result)
+
+
+def print_scope(result: dict[str, Any]) -> None:
     for half, by_name in result["scores"].items():
         print(f"\n{half}: R@5 / R@10 (hit@5)")
         print(f"{'ranking':<36}" + "".join(f"{group:>22}" for group in GROUPS))
@@ -553,12 +619,18 @@ def main(argv: list[str] | None = None) -> None:
         "--search", action="append", default=[], metavar="NAME=VALUE", help="a search setting for this run"
     )
     parser.add_argument("--no-legs", action="store_true", help="do not rewrite the legs file (bench.fusion's input)")
+    parser.add_argument(
+        "--scope",
+        choices=sorted(SCOPES),
+        default="dialogue",
+        help="ask in each question's dialogue (default), without a cwd over every dialogue (every), or both",
+    )
     args = parser.parse_args(argv)
     data = load(args.data)
     started = time.perf_counter()
     with store_database(data, args.model, args.fresh) as (url, folder):  # migrations run their own event loop
-        result = asyncio.run(run(data, args.model, url, folder, args.search))
-    legs = result.pop("legs")
+        result = asyncio.run(run(data, args.model, url, folder, args.search, args.scope))
+    written = {"legs": result.pop("legs", None), "legs_unscoped": result.get("unscoped", {}).pop("legs", None)}
     CACHE.mkdir(parents=True, exist_ok=True)
     legs_file = CACHE / f"legs-{re.sub(r'[^A-Za-z0-9.-]+', '_', args.model)}.json"
     if not args.no_legs:
@@ -566,7 +638,14 @@ def main(argv: list[str] | None = None) -> None:
             q.id: {"category": q.category, "dialogue": q.dialogue, "evidence": sorted(q.evidence)}
             for q in data.questions
         }
-        legs_file.write_text(json.dumps({"questions": questions, "legs": legs}) + "\n", encoding="utf-8")
+        # A pass of one scope keeps the other scope's legs of the same questions.
+        kept = json.loads(legs_file.read_text(encoding="utf-8")) if legs_file.exists() else {}
+        legs = {"questions": questions} | {
+            name: rows if rows is not None else kept.get(name)
+            for name, rows in written.items()
+            if rows is not None or (kept.get("questions") == questions and kept.get(name) is not None)
+        }
+        legs_file.write_text(json.dumps(legs) + "\n", encoding="utf-8")
     output = {
         "data": {"citation": CITATION, "path": str(args.data), "digest": data.digest, "left_out": data.left_out},
         "setup": {
