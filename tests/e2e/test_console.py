@@ -232,6 +232,19 @@ async def test_an_admin_changes_a_role_and_memberships_and_the_user_signs_in_wit
             async with clean_database.unit_of_work() as session:
                 rows = await MemberService(session).list("Atlas")
             assert {(row.user_name, row.role) for row in rows} == {("ada", Role.admin), ("pat", Role.reader)}
+            # Lowering ada, Atlas's last admin, is refused: the reason on the page, ada and writer still chosen.
+            await atlas.get_by_label("User", exact=True).select_option("ada")
+            await atlas.get_by_label("Role in Atlas").select_option("writer")
+            await atlas.get_by_role("button", name="Add or change a member of Atlas").click()
+            refused = "Refused: making 'ada' a writer of project 'Atlas' would leave it with no admin"
+            await page.get_by_role("alert").filter(has_text=refused).wait_for()
+            assert all("409" in error for error in errors), errors  # Chromium logs the refusal's 409 load
+            errors.clear()
+            assert await atlas.get_by_label("User", exact=True).input_value() == "ada"
+            assert await atlas.get_by_label("Role in Atlas").input_value() == "writer"
+            async with clean_database.unit_of_work() as session:
+                rows = await MemberService(session).list("Atlas")
+            assert {(row.user_name, row.role) for row in rows} == {("ada", Role.admin), ("pat", Role.reader)}
 
             await page.get_by_role("button", name="Sign out").click()
             await page.wait_for_url(f"{base}/ui/sign-in")

@@ -132,7 +132,7 @@ async def _create_form(
 
 async def create_thought(page: Page, form: Form) -> Response:
     """`memory_store action=create`; the **Find** button only searches for a parent (nothing written)."""
-    typed = {name: form.get(name) for name in ("project", "content", "tags", "status", "parent_id", "parent_query")}
+    typed = form.typed("project", "content", "tags", "status", "parent_id", "parent_query")
     typed["is_protected"] = "true" if form.get("is_protected") == "true" else ""
     if form.get("find") == "parent":
         picked = await _picked(page, typed["parent_query"].strip(), None)

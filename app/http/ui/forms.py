@@ -157,6 +157,10 @@ class Form:
     def all(self, name: str) -> list[str]:
         return [value for value in self.fields.get(name, []) if value]
 
+    def typed(self, *names: str) -> dict[str, str]:
+        """The named fields as posted, for a refused form shown again with what was typed or chosen."""
+        return {name: self.get(name) for name in names}
+
 
 async def read_form(request: Request) -> Form:
     """The urlencoded fields of a console form, refused with 413 past FORM_LIMIT bytes: read with a cap, so an

@@ -18,7 +18,7 @@ from typing import Any
 from starlette.responses import Response
 
 from app.errors import AppError, bad_request
-from app.http.ui.forms import Form
+from app.http.ui.forms import FieldErrors, Form
 from app.http.ui.operations import admin_page, parse_role
 from app.http.ui.page import Page
 from app.services.admin import operations
@@ -27,6 +27,10 @@ from app.services.admin.operations import membership_details
 from app.services.values import Role
 
 logger = logging.getLogger(__name__)
+
+# The add form's fields, by the argument a refusal carries (AppError.argument): the project is a hidden field, so a
+# refusal about it (or about no argument: the role rule, the last admin) is the page's message only.
+MEMBER_FIELDS = {"user": "user", "role": "role"}
 
 
 async def members(page: Page) -> Response:
@@ -45,7 +49,7 @@ async def _members_page(
 def _user(form: Form) -> str:
     name = form.get("user").strip()
     if not name:
-        raise bad_request("Choose a user.")
+        raise bad_request("Choose a user.", argument="user", reason="choose a user")
     return name
 
 
@@ -54,8 +58,11 @@ async def member_add(page: Page, form: Form) -> Response:
     try:
         role = parse_role(form.get("role"))
         changed = await _set(page, form.get("project"), _user(form), role)
-    except AppError as error:
-        return await _members_page(page, error.status_code, error=error.message)
+    except AppError as error:  # the project's add form again with what was chosen, the refusal beside its field
+        errors = FieldErrors()
+        errors.refused(error.message, error, MEMBER_FIELDS)
+        typed = form.typed("project", "user", "role")
+        return await _members_page(page, error.status_code, error=error.message, errors=errors, typed=typed)
     who, name = repr(changed.user_name), changed.project.name
     notice = _role_notice(
         changed,

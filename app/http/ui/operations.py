@@ -161,7 +161,9 @@ def admin_page(page: Page, template: str, status: int, **values: Any) -> Respons
 def parse_role(value: str) -> Role:
     """A role field of the users and members forms: one of the roles, else the 400 that names them."""
     if value not in Role.__members__:
-        raise bad_request(f"role: one of {', '.join(role.value for role in Role)} (not {value!r})")
+        names = ", ".join(role.value for role in Role)
+        # the argument as data, so a form says it beside its role field (forms.FieldErrors.refused)
+        raise bad_request(f"role: one of {names} (not {value!r})", argument="role", reason=f"choose one of {names}")
     return Role(value)
 
 
@@ -179,7 +181,7 @@ async def token_create(page: Page, form: Form) -> Response:
             page.context, page.actor, form.get("user"), chosen, form.get("label") or None, expires_at
         )
     except AppError as error:  # the form again with what was typed
-        typed = {name: form.get(name) for name in ("user", "role", "label", "expires")}
+        typed = form.typed("user", "role", "label", "expires")
         return await _tokens_page(page, error.status_code, error=error.message, typed=typed)
     logger.info("console: user %r created a token for %r", page.principal.name, created.user.name)
     shown = _shown(created.token, created.user, created.expires_at, "created")

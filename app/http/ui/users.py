@@ -45,7 +45,7 @@ async def user_create(page: Page, form: Form) -> Response:
         role = parse_role(form.get("role"))
         user = await operations.create_user(page.context, page.actor, form.get("name"), role, password)
     except AppError as error:  # the form again with the name and role typed (never the password: a secret)
-        typed = {"name": form.get("name"), "role": form.get("role")}
+        typed = form.typed("name", "role")
         return await _users_page(page, error.status_code, error=error.message, typed=typed)
     logger.info("console: user %r created user %r (%s)", page.principal.name, user.name, role.value)
     with_password = ", with a password" if password is not None else ""

@@ -118,7 +118,9 @@ class MemberService:
         if found is None or found.user_id is None:
             raise not_found(
                 f"No user {reference!r} (by id or name): create one with "
-                f"`synaptomind token create --user NAME --role …`"
+                f"`synaptomind token create --user NAME --role …`",
+                argument="user",
+                reason=f"no user {reference!r}",
             )
         return found.user_id, found.name
 

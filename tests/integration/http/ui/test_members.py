@@ -11,6 +11,7 @@ import re
 
 import httpx2
 import pytest
+from markupsafe import escape
 
 from app.db.models import Role
 from app.services.admin.membership import MemberService
@@ -18,6 +19,7 @@ from app.services.context import AppContext
 from tests.support.console import audit, signed_in, ui  # noqa: F401 (fixture)
 from tests.support.helpers import ToolCaller
 from tests.support.membership import caller, close, vault
+from tests.support.team import changed_tables, table_digests
 
 
 async def memberships(context: AppContext) -> set[tuple[str, str | None, str]]:
@@ -80,15 +82,21 @@ async def test_the_page_lists_the_projects_the_admin_sees_with_members_and_roles
     assert 'aria-label="Close default"' not in page.text and "The default project stays open." in page.text
 
 
+@pytest.fixture
+async def ada_on_vault(ui: httpx2.AsyncClient, app_context: AppContext, owner: ToolCaller) -> tuple[str, str]:  # noqa: F811
+    """The Vault (open to everyone as admin), nora a writer, ada a signed-in global admin: her CSRF token and the
+    Vault's id."""
+    await vault(owner)
+    await caller(app_context, "nora", Role.writer)
+    return await signed_in(ui, app_context, "ada", Role.admin), await project_id(app_context, "Vault")
+
+
 async def test_add_change_remove_open_and_close_each_audited(
     ui: httpx2.AsyncClient,  # noqa: F811
     app_context: AppContext,
-    owner: ToolCaller,
+    ada_on_vault: tuple[str, str],
 ) -> None:
-    await vault(owner)
-    await caller(app_context, "nora", Role.writer)
-    csrf = await signed_in(ui, app_context, "ada", Role.admin)
-    vault_id = await project_id(app_context, "Vault")
+    csrf, vault_id = ada_on_vault
 
     async def send(path: str, **fields: str) -> httpx2.Response:
         return await ui.post(
@@ -276,6 +284,10 @@ async def test_no_change_may_leave_a_project_with_no_admin_who_can_reach_it(
     ]:
         refused = await send(path, **fields)
         assert refused.status_code == 409 and f"Refused: {change} {reason}" in text_of(refused.text), path
+    # The refused role change is about no one field: the page says it, the add form keeps both choices.
+    form = add_form(refused.text, "Walt's")
+    assert '<option value="ada" selected>' in form and '<option value="writer" selected>' in form
+    assert "aria-invalid" not in form
     assert ("Walt's", "ada", "admin") in await memberships(app_context)
     assert [action for action, _ in await audit(app_context)] == ["member_add", "member_close"]
 
@@ -300,3 +312,52 @@ async def test_a_project_the_admin_cannot_see_is_not_found(
         assert refused.status_code == 404
         assert f"No project {reference!r} (by id or name; see memory_manage action=list)" in text_of(refused.text)
     assert await memberships(app_context) == before and await audit(app_context) == []
+
+
+def add_form(page: str, project: str) -> str:
+    """The project's add form, as the page renders it."""
+    start = page.index(f'aria-label="Add a member to {escape(project)}"')
+    return page[start : page.index("</form>", start)]
+
+
+async def test_a_refused_add_keeps_what_was_chosen_with_the_refusal_beside_its_field(
+    ui: httpx2.AsyncClient,  # noqa: F811
+    app_context: AppContext,
+    ada_on_vault: tuple[str, str],
+) -> None:
+    csrf, vault_id = ada_on_vault
+    before = await table_digests(app_context)
+
+    # (user, role) posted → status, the field refused and its words, what stays chosen, the page's message (the
+    # refusal's own text, as before). A role no option offers leaves the form's default, writer.
+    cases = [
+        (("nora", "owner"), 400, "role", "Choose one of admin, writer, reader", ("nora", "writer")),
+        (("zed", "reader"), 404, "user", "No user &#39;zed&#39;", ("", "reader")),
+        (("", "admin"), 400, "user", "Choose a user", ("", "admin")),
+    ]
+    messages = [
+        "role: one of admin, writer, reader (not 'owner')",
+        "No user 'zed' (by id or name): create one with `synaptomind token create --user NAME --role …`",
+        "Choose a user.",
+    ]
+    for ((user, role), status, field, words, (kept_user, kept_role)), message in zip(cases, messages, strict=True):
+        refused = await ui.post(
+            "/ui/admin/members/add", data={"csrf": csrf, "project": vault_id, "user": user, "role": role}
+        )
+        assert refused.status_code == status, user
+        assert message in text_of(refused.text), user
+        form = add_form(refused.text, "Vault")
+        assert f'<p id="{field}-error" class="error" role="alert">{words}</p>' in form, user
+        assert f'aria-invalid="true" aria-describedby="{field}-error"' in form, user
+        other_field = "user" if field == "role" else "role"
+        assert f"{other_field}-error" not in form, user
+        assert (f'<option value="{kept_user}" selected>' in form) is bool(kept_user), user
+        assert f'<option value="{kept_role}" selected>' in form, user
+
+    # Only the posted project's form is refilled: the default project's keeps its defaults, with no error.
+    other = add_form(refused.text, "default")
+    assert '<option value="writer" selected>' in other and "selected>" not in other.replace(
+        '<option value="writer" selected>', ""
+    )
+    assert "error" not in other
+    assert changed_tables(before, await table_digests(app_context)) == []  # no member row, no audit event
