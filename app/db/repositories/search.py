@@ -43,10 +43,11 @@ from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 # while their document frequencies add up to at most CANDIDATE_BUDGET (the rarest always), and at most
 # CANDIDATE_CAP rows are read. Every candidate is then scored on every query lexeme, so a thought holding only
 # commoner lexemes is missed only where it could score at most the sum of their idf × (k1 + 1)
-# (docs/mcp-tools.md). Chosen at 100 k thoughts: the same hybrid answers as with 1000 / 2000, ~2 ms faster
-# (docs/BENCHMARKS.md).
-CANDIDATE_BUDGET = 500
-CANDIDATE_CAP = 1000
+# (docs/mcp-tools.md). At 500 / 1000 the leg alone found a paraphrased note's target in the first 5 for 0.325 of the
+# unscoped 100 k questions (bm25s: 0.560) and the fused answer fell under the vector leg's; 2000 / 4000 costs ~2 ms
+# of a hybrid search there and small scopes already ran it (docs/BENCHMARKS.md, "Sixteenth session").
+CANDIDATE_BUDGET = 2000
+CANDIDATE_CAP = 4000
 # In a scope of at most WIDER_PASS_MAX_THOUGHTS, when the commoner lexemes could still lift a thought that holds
 # none of the probed ones into the first `pool / 10` rows (the page of the call), the leg runs once more with
 # WIDER_PASS times the budget and the cap: cheap there, and it makes small stores exact. At 100 k thoughts it ran
