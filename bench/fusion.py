@@ -601,7 +601,10 @@ async def legs_of(replay: Replay, query: str, cwd: str | None, key_of: dict[str,
         where = ThoughtFilter(project_id=project.id if project else None, statuses=(ThoughtStatus.active,))
         repository = SearchRepository(session)
         vector_rows: list[LegRow] = await repository.vector_leg(vector, replay.runtime.profile.model_id, where, pool)
-        lexical_rows, mass = await repository.lexical_leg(query, where, pool, replay.bm25)
+        lexical_leg = await repository.lexical_leg(query, where, pool, replay.bm25)
+        lexical_rows, mass, _ = await repository.with_scores_of(
+            lexical_leg, [row.id for row in vector_rows], replay.bm25
+        )
         legs = Legs(
             "",
             set(),
@@ -611,7 +614,7 @@ async def legs_of(replay: Replay, query: str, cwd: str | None, key_of: dict[str,
         )
         first = [uuid.UUID(key) for key in SHIPPED(legs)[:2]]
         contents = [page.record.content for page in (await repository.page(first, None, None)).values()]
-        feedback_rows, feedback_mass = await repository.lexical_leg(
+        feedback_rows, feedback_mass, _ = await repository.lexical_leg(
             " ".join([query, *contents]), where, pool, replay.bm25
         )
         scope = str(project.id) if project else None
@@ -745,6 +748,7 @@ async def notes_legs(url: str, model: str, ef_search: int | None = None) -> dict
                     await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
                 vector_rows = await repository.vector_leg(vector, model, where, pool)
                 lexical = await repository.lexical_leg(question.text, where, pool, Bm25Settings())
+                lexical = await repository.with_scores_of(lexical, [row.id for row in vector_rows], Bm25Settings())
                 keys = {row.id for row in (*vector_rows, *lexical.rows)}
                 adjacent = await repository.adjacent(list(keys))
             scope = members[question.project] if scope_name == "project" else everything

@@ -481,6 +481,7 @@ async def leg_rows(
             where = ThoughtFilter(project_id=project_id, statuses=(ThoughtStatus.active,))
             vector_rows = await repository.vector_leg(queries.vectors[question.id], model, where, pool)
             lexical = await repository.lexical_leg(question.text, where, pool, settings)
+            lexical = await repository.with_scores_of(lexical, [row.id for row in vector_rows], settings)
             legs[question.id] = {
                 "vector": [(key_of[str(row.id)], round(1.0 - row.score, 6)) for row in vector_rows],
                 "lexical": [(key_of[str(row.id)], round(row.score, 6)) for row in lexical.rows],

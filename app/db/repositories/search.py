@@ -43,11 +43,12 @@ from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 # while their document frequencies add up to at most CANDIDATE_BUDGET (the rarest always), and at most
 # CANDIDATE_CAP rows are read. Every candidate is then scored on every query lexeme, so a thought holding only
 # commoner lexemes is missed only where it could score at most the sum of their idf × (k1 + 1)
-# (docs/mcp-tools.md). At 500 / 1000 the leg alone found a paraphrased note's target in the first 5 for 0.325 of the
-# unscoped 100 k questions (bm25s: 0.560) and the fused answer fell under the vector leg's; 2000 / 4000 costs ~2 ms
-# of a hybrid search there and small scopes already ran it (docs/BENCHMARKS.md, "Sixteenth session").
-CANDIDATE_BUDGET = 2000
-CANDIDATE_CAP = 4000
+# (docs/mcp-tools.md). Chosen at 100 k thoughts: the same hybrid answers as with 1000 / 2000, ~2 ms faster
+# (docs/BENCHMARKS.md). When the budget cut the candidates, a hybrid search then scores the vector leg's rows the leg
+# left out (SearchRepository.with_scores_of): at 100 k that did more for the fused answer than a budget of 2000 / 4000
+# or 4000 / 8000, at the cost of one lookup by id (docs/BENCHMARKS.md, "Sixteenth session").
+CANDIDATE_BUDGET = 500
+CANDIDATE_CAP = 1000
 # In a scope of at most WIDER_PASS_MAX_THOUGHTS, when the commoner lexemes could still lift a thought that holds
 # none of the probed ones into the first `pool / 10` rows (the page of the call), the leg runs once more with
 # WIDER_PASS times the budget and the cap: cheap there, and it makes small stores exact. At 100 k thoughts it ran
@@ -100,10 +101,14 @@ class LegRow(NamedTuple):
 
 class LexicalLeg(NamedTuple):
     """The lexical leg's rows, and the score of a thought holding each known query lexeme once at the average
-    length (Σ idf): how much of the query the best row matched."""
+    length (Σ idf): how much of the query the best row matched; the query's BM25 statistics in the scope (None
+    when no thought holds a query lexeme), for scoring other rows the same way (SearchRepository.with_scores_of);
+    `cut`: the candidates left out thoughts holding only commoner lexemes that could still reach the call's page."""
 
     rows: list[LegRow]
     idf_mass: float
+    statistics: Bm25Query | None = None
+    cut: bool = False
 
 
 class PageRow(NamedTuple):
@@ -206,6 +211,23 @@ def _lexical_leg_statement(shape: FilterShape, lexemes: int) -> Select[*tuple[An
         .limit(bindparam("cap", type_=Integer))
         .subquery("candidates")
     )
+    return _bm25_ranked(candidates, lexemes)
+
+
+@lru_cache(maxsize=32)
+def _lexical_scores_statement(lexemes: int) -> Select[*tuple[Any, ...]]:
+    """The BM25 scores (as _lexical_leg_statement's) of the thoughts `ids` that hold a query lexeme (`probe`)."""
+    candidates = (
+        select(Thought.id, Thought.tsv, Thought.created_at)
+        .where(id_in_param(Thought.id, "ids"), Thought.tsv.op("@@")(bindparam("probe", type_=TSQUERY)))
+        .subquery("candidates")
+    )
+    return _bm25_ranked(candidates, lexemes)
+
+
+def _bm25_ranked(candidates: Any, lexemes: int) -> Select[*tuple[Any, ...]]:
+    """The candidates (id, tsv, created_at) with their Okapi BM25 score on `lexemes` query lexemes, best first,
+    at most `pool`."""
     all_weights: Any = literal_column("'{1,1,1,1}'::float4[]")
     norm = bindparam("norm_base", type_=Double) + bindparam("norm_length", type_=Double) * cast(
         func.length(candidates.c.tsv), Double
@@ -257,10 +279,17 @@ class Bm25Query:
         return sum(self.idf(frequency) for frequency in self.frequencies[probed:]) * (bm25.k1 + 1.0)
 
     def parameters(self, bm25: Bm25Settings, budget: int, cap: int) -> dict[str, Any]:
+        """The leg's: candidates from the lexemes `probed(budget)`, at most `cap` of them."""
         probe = " | ".join(_tsquery_lexeme(lexeme) for lexeme in self.lexemes[: self.probed(budget)])
+        return {"probe": probe, "cap": cap, **self.weights(bm25)}
+
+    def score_parameters(self, bm25: Bm25Settings) -> dict[str, Any]:
+        """_lexical_scores_statement's: a thought is scored when it holds any query lexeme."""
+        return {"probe": " | ".join(_tsquery_lexeme(lexeme) for lexeme in self.lexemes), **self.weights(bm25)}
+
+    def weights(self, bm25: Bm25Settings) -> dict[str, Any]:
+        """What every BM25 statement binds: the length terms, and each lexeme's tsquery and idf by its slot."""
         values: dict[str, Any] = {
-            "probe": probe,
-            "cap": cap,
             "k1_plus_1": bm25.k1 + 1.0,
             "norm_base": bm25.k1 * (1.0 - bm25.b),
             "norm_length": bm25.k1 * bm25.b / self.average_length,
@@ -446,6 +475,7 @@ class SearchRepository:
         statement = _lexical_leg_statement(where.shape, len(statistics.lexemes))
         page = max(1, pool // 10)
         rows: list[LegRow] = []
+        unreached = False
         passes = (1, WIDER_PASS) if statistics.thoughts <= WIDER_PASS_MAX_THOUGHTS else (1,)
         for widen in passes:
             budget, cap = CANDIDATE_BUDGET * widen, CANDIDATE_CAP * widen
@@ -458,7 +488,27 @@ class SearchRepository:
             )
             if not unreached:
                 break
-        return LexicalLeg(rows, statistics.idf_mass())
+        return LexicalLeg(rows, statistics.idf_mass(), statistics, unreached)
+
+    async def with_scores_of(self, leg: LexicalLeg, thought_ids: Sequence[uuid.UUID], bm25: Bm25Settings) -> LexicalLeg:
+        """When the leg's candidates were `cut` by the budget, the leg with the thoughts `thought_ids` it did not rank
+        added at their own BM25 score, where they hold a query lexeme: the candidates are then only the holders of
+        the query's rarer lexemes (CANDIDATE_BUDGET), so a row the vector leg found may hold the commoner ones and
+        score well. One statement over at most those ids, by primary key. A leg that was not cut is returned as it
+        is: adding the low-scoring rows of a complete leg lost LoCoMo's tuning half 0.006 R@5 (docs/BENCHMARKS.md,
+        "Sixteenth session")."""
+        known = {row.id for row in leg.rows}
+        missing = [thought_id for thought_id in thought_ids if thought_id not in known]
+        if leg.statistics is None or not leg.cut or not missing:
+            return leg
+        statistics = leg.statistics
+        parameters = {**statistics.score_parameters(bm25), "ids": missing, "pool": len(missing)}
+        result = await self._execute(_lexical_scores_statement(len(statistics.lexemes)), parameters)
+        added = [LegRow(row.id, float(row.score), row.created_at) for row in result.all()]
+        if not added:
+            return leg
+        rows = sorted([*leg.rows, *added], key=lambda row: (-row.score, row.id))
+        return leg._replace(rows=rows)
 
     async def page(
         self, thought_ids: Sequence[uuid.UUID], vector: Sequence[float] | None, model_id: str | None

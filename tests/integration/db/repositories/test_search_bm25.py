@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from app.config import Bm25Settings
 from app.db.models import ThoughtStatus
+from app.db.repositories import search as search_repository
 from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.services.context import AppContext
@@ -258,3 +259,46 @@ async def test_search_answers_the_bm25_score_of_the_leg(app_context: AppContext,
     assert set(scored) == set(expected)
     for thought_id, item in scored.items():
         assert item["scores"]["bm25_score"] == round(expected[thought_id], 4)
+
+
+async def test_rows_the_budget_left_out_are_scored_on_request(app_context: AppContext, monkeypatch: Any) -> None:
+    """A thought holding only the query's commoner lexemes is not a candidate of the leg once the budget is spent on
+    the rarer ones; with_scores_of (a hybrid search passes the vector leg's rows) adds it at its own BM25 score,
+    leaves out a thought holding no query lexeme, does not repeat a row the leg ranked, and leaves a leg the budget
+    did not cut as it is."""
+    monkeypatch.setattr(search_repository, "CANDIDATE_BUDGET", 5)
+    monkeypatch.setattr(search_repository, "WIDER_PASS_MAX_THOUGHTS", 0)  # no second pass: the budget binds
+    project_id = uuid.uuid4()
+    await execute(app_context, "INSERT INTO project (id, name) VALUES (:id, 'budget')", id=project_id)
+    filler = [f"note {i}: the gateway retries twice" for i in range(40)]
+    await _insert(app_context, project_id, ["zorblax handled it", "zorblax again", *filler, "gateway gateway"])
+    ids = {row.content: row.id for row in await rows(app_context, "SELECT id, content FROM thought")}
+    target, holder = ids["gateway gateway"], ids["zorblax again"]
+    # The notes tie on score and ties go by id: the note of the largest id ranks last of all the holders.
+    stranger = max(thought_id for content, thought_id in ids.items() if content.startswith("note "))
+    nothing = (await rows(app_context, "SELECT gen_random_uuid() AS id"))[0].id  # holds no lexeme: no row at all
+    where = ThoughtFilter(project_id=project_id, statuses=(ThoughtStatus.active,))
+    settings = Bm25Settings(k1=K1, b=B)
+    async with app_context.db.unit_of_work() as session:
+        repository = SearchRepository(session)
+        leg = await repository.lexical_leg("zorblax gateway", where, 100, settings)
+        assert {row.id for row in leg.rows} == {ids["zorblax handled it"], holder}  # the rarer lexeme's holders
+        assert leg.cut
+        widened = await repository.with_scores_of(leg, [target, holder, stranger, nothing], settings)
+        # A leg the budget did not cut (every lexeme probed) is complete up to its pool: nothing is added to it.
+        monkeypatch.setattr(search_repository, "CANDIDATE_BUDGET", 500)
+        complete = await repository.lexical_leg("zorblax gateway", where, 10, settings)
+        assert not complete.cut and stranger not in {row.id for row in complete.rows}
+        assert await repository.with_scores_of(complete, [stranger], settings) == complete
+    expected = dict(
+        (thought_id, score)
+        for score, thought_id in _reference(
+            await _documents(app_context, project_id), await _query_lexemes(app_context, "zorblax gateway")
+        )
+    )
+    assert [row.id for row in widened.rows][:2] == [row.id for row in leg.rows]  # zorblax outranks both others
+    assert {row.id for row in widened.rows} == {*(row.id for row in leg.rows), target, stranger}
+    assert len(widened.rows) == 4
+    for row in widened.rows:
+        assert math.isclose(row.score, expected[row.id], rel_tol=1e-9)
+    assert [row.score for row in widened.rows] == sorted((row.score for row in widened.rows), reverse=True)
