@@ -202,6 +202,16 @@ class ProjectMember(Base):
     )
 
 
+# A thought whose stored content facts (`lexemes`, `content_md5`) are missing or disagree with its content. `IS TRUE`
+# (the disjunction is never NULL): a test of one expression, which the planner estimates from the statistics object
+# `thought_content_facts_stale` on it (migration 0024) — as the disjunction itself it guessed ~40 % of the rows and
+# read the whole heap instead of the partial index.
+CONTENT_FACTS_DIFFER = "lexemes IS DISTINCT FROM length(tsv) OR content_md5 IS DISTINCT FROM md5(content)::uuid"
+CONTENT_FACTS_STALE = f"({CONTENT_FACTS_DIFFER}) IS TRUE"
+SHORT_CONTENT = 10  # characters once trimmed: the health check too_short_content
+IMPORTANCE_INDEX = "ix_thought_importance_brin"
+
+
 class Thought(Base):
     __tablename__ = "thought"
     id: Mapped[uuid.UUID] = _uuid_pk()
@@ -227,6 +237,13 @@ class Thought(Base):
     embedding: Mapped[Any] = mapped_column(EmbeddingVector(EMBEDDING_DIM), nullable=True)
     embedding_model: Mapped[str | None] = mapped_column(String(200))
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True))
+    # Facts of the content the health report reads from indexes instead of the heap (migration 0024): length(tsv)
+    # and md5(content). Plain columns, not generated ones: adding a stored generated column rewrites the table under
+    # its lock. Written with the content (app.db.repositories.thoughts); NULL until the migration's backfill reached
+    # the row. Every row whose facts are missing or disagree with its content is in ix_thought_content_facts_stale,
+    # which PostgreSQL keeps for every writer, so the report corrects them exactly (app.services.status.health).
+    lexemes: Mapped[int | None] = mapped_column(Integer)
+    content_md5: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     __table_args__ = (
         CheckConstraint("length(content) > 0 AND length(content) <= 720", name="content_length"),
         CheckConstraint("importance >= 0 AND importance <= 1", name="importance_range"),
@@ -274,6 +291,48 @@ class Thought(Base):
         Index("ix_thought_pending_embedding", "id", postgresql_where=sql("embedding IS NULL")),
         # Duplicate-content lookups of store/bulk_create (a whole content may exceed a btree entry).
         Index("ix_thought_project_content_md5", "project_id", sql("md5(content)")),
+        # The health report (migration 0024), each read index-only. Every thought's project, content hash, status
+        # and lexemes: the counts by project and status, the BM25 drift's lexemes, duplicate content's candidates.
+        Index(
+            "ix_thought_project_content_facts",
+            "project_id",
+            "content_md5",
+            postgresql_include=["status", "is_global", "is_cluster", "lexemes"],
+        ),
+        # The rows whose facts are missing or stale (empty once backfilled, unless written around the repository).
+        Index("ix_thought_content_facts_stale", "id", postgresql_where=sql(CONTENT_FACTS_STALE)),
+        # A thought by id with what the visibility rule and the edge checks ask of it: each end of every edge.
+        Index("ix_thought_id_facts", "id", postgresql_include=["project_id", "is_global", "status", "is_cluster"]),
+        # The row checks' few rows: untagged and too-short thoughts.
+        Index(
+            "ix_thought_untagged",
+            "id",
+            postgresql_include=["project_id", "is_global", "status"],
+            postgresql_where=sql("cardinality(tags) = 0"),
+        ),
+        Index(
+            "ix_thought_short_content",
+            "id",
+            postgresql_include=["project_id", "is_global", "status"],
+            postgresql_where=sql(f"length(btrim(content)) < {SHORT_CONTENT}"),
+        ),
+        # The drafts by age, with what stale_drafts asks of them.
+        Index(
+            "ix_thought_drafts_created",
+            "created_at",
+            postgresql_include=["id", "project_id", "is_global", "surface_after"],
+            postgresql_where=sql("status = 'draft'"),
+        ),
+        # importance_outliers: a summarizing index, so the importance decay's updates stay HOT (PostgreSQL 16+; on 15
+        # migration 0024 leaves it out, as any index on importance would make every decayed row insert into every
+        # index). It narrows the scan where importance follows the rows' order (it falls with age), which the
+        # planner judges from the column's correlation; otherwise the check reads the heap, as before.
+        Index(
+            IMPORTANCE_INDEX,
+            "importance",
+            postgresql_using="brin",
+            postgresql_with={"autosummarize": "on"},
+        ),
     )
 
 

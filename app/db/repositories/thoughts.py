@@ -21,6 +21,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     select,
     update,
 )
@@ -61,6 +62,31 @@ ID_LIST = ARRAY(UUID(as_uuid=True))  # a list of ids travels as one uuid[] param
 def content_md5(content: str) -> str:
     """As PostgreSQL's md5(content) spells it (the key of ix_thought_project_content_md5 and of content claims)."""
     return hashlib.md5(content.encode(), usedforsecurity=False).hexdigest()
+
+
+# The content's facts (migration 0024), written with it: the health report reads them from indexes (the checks stay
+# exact for a row written around this module: app.db.models.CONTENT_FACTS_STALE). `tsv` is generated from the content
+# with this configuration (models.Thought.tsv); its length is the number of distinct lexemes.
+TSV_CONFIG: ColumnElement[Any] = literal_column("'english'::regconfig")
+LEXEMES_OF = "lexemes_of"  # an executemany's content again, bound for the lexeme count (`content` is the column's)
+
+
+def lexeme_count(content: Any) -> ColumnElement[int]:
+    """length(tsv) of a thought of this content, computed where it is written."""
+    return func.length(func.to_tsvector(TSV_CONFIG, content))
+
+
+def content_facts(content: str) -> dict[str, Any]:
+    """The facts of one content, as values of an INSERT or UPDATE of one row."""
+    return {"lexemes": lexeme_count(content), "content_md5": uuid.UUID(content_md5(content))}
+
+
+def with_facts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of an executemany of INSERT_THOUGHTS: each with its content's hash, and its content for the lexemes."""
+    return [{**row, LEXEMES_OF: row["content"], "content_md5": uuid.UUID(content_md5(row["content"]))} for row in rows]
+
+
+INSERT_THOUGHTS = insert(Thought).values(lexemes=lexeme_count(bindparam(LEXEMES_OF, type_=Text)))
 
 
 def id_in(column: Any, ids: Sequence[uuid.UUID] | set[uuid.UUID]) -> Any:
@@ -222,7 +248,7 @@ class ThoughtRepository:
 
     async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
-            await self.session.execute(insert(Thought), list(rows))
+            await self.session.execute(INSERT_THOUGHTS, with_facts(rows))
 
     async def insert_returning(self, rows: Sequence[dict[str, Any]], project_name: str) -> list[ThoughtRecord]:
         """Insert rows of one project and answer their records (no read-back query)."""
@@ -230,7 +256,7 @@ class ThoughtRepository:
             return []
         columns = [column for column in THOUGHT_COLUMNS if column.key != "project_name"]
         inserted = await self.session.execute(
-            insert(Thought).returning(*columns, sort_by_parameter_order=True), list(rows)
+            INSERT_THOUGHTS.returning(*columns, sort_by_parameter_order=True), with_facts(rows)
         )
         return [ThoughtRecord(project_name=project_name, **row._mapping) for row in inserted]
 
@@ -352,6 +378,8 @@ class ThoughtRepository:
         return {end for row in rows for end in (row.source_id, row.target_id)}
 
     async def update_fields(self, thought_id: uuid.UUID, values: dict[str, Any]) -> None:
+        if "content" in values:
+            values = {**values, **content_facts(values["content"])}
         await self.session.execute(
             update(Thought).where(Thought.id == thought_id).values(**values, updated_at=func.now())
         )

@@ -18,6 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Edge, Primer, Project, Slot, Thought, ThoughtUrlLink
+from app.db.repositories.thoughts import content_facts
 from app.formats import clamped
 
 # Each kind with its model: exports select the ORM entities' columns, so an export `--user` sees only what that
@@ -133,6 +134,8 @@ class Portability:
             values = {column: _decode(column, record.get(column)) for column in columns if column in record}
             if values.get("project_id") in project_map:
                 values["project_id"] = project_map[values["project_id"]]
+            if kind == "thought" and isinstance(values.get("content"), str):
+                values.update(content_facts(values["content"]))  # as every write of a content does
             statement = pg_insert(table).values(**values).on_conflict_do_nothing().returning(table.c.id)
             if (await self.session.execute(statement)).first() is not None:
                 inserted[kind] += 1

@@ -1,13 +1,13 @@
 """Health checks (docs/mcp-tools.md, action=health): the findings of 23 checks, a score, and the safe autofixes.
 
-Each check is a query selecting its finding rows (`Check.sql`). Eight of them would each read the whole `thought`
-heap, or `edge` once per thought — the seven row checks (`Check.scanned`: a finding is one thought row, the degree
-checks' a thought and its edges) and the BM25 drift — so one pass over `thought` joined to one read of `edge`
-(SCAN, LINKED: counts with FILTER clauses, grouped by project) answers them and counts the thoughts by status;
-a row check with findings runs its own query only for its first DETAIL_LIMIT rows, when details are asked for.
-duplicate_content keeps its own pass: it groups by content, and folded in, a hash table of every content would
-carry every other count, spilling past work_mem, for at most ~40 ms at 100 k (docs/BENCHMARKS.md "Console pages
-at 100 k"). The console's health page shows a stored report instead (app.services.status.health_reports).
+Each check is a query selecting its finding rows (`Check.sql`). The report runs none of them for its counts: one
+statement (REPORT) counts every check at once, from indexes where a check's own query would read the whole `thought`
+heap (migration 0024's content facts: the thoughts by project and status, their lexemes for the BM25 drift,
+duplicate content's hashes; the partial indexes of the row checks), and reads the edges the caller may see once for
+all of them (under the visibility rule each read of `edge` looks up both ends of every edge). A check with findings
+then runs its own query (`answer`, where `sql` would read every heap row again) for its first DETAIL_LIMIT rows, when
+details are asked for; the degree checks' rows come from REPORT itself. The console's health page shows a stored
+report instead (app.services.status.health_reports).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.models import CONTENT_FACTS_STALE
 from app.db.visibility import SHADOWED, UNSCOPED, resolved
 from app.errors import forbidden
 from app.formats import iso
@@ -57,6 +58,32 @@ LEXICAL_DRIFT = (
 )
 
 
+def _duplicates(projects: str) -> str:
+    """duplicate_content's rows without grouping every content, among the projects meeting `projects`.
+
+    The candidates are (project, hash) pairs stored by two or more live thoughts (grouped in the order of
+    ix_thought_project_content_facts, index-only) and the content hash of every live thought whose facts are missing
+    or stale (from the heap: ix_thought_content_facts_stale). A group of equal contents is among them either way
+    (all its stored hashes are right, or one of its rows is stale); a wrong stored hash can only add a candidate.
+    Then the check's own groups over the candidates' rows (found by ix_thought_project_content_md5), by content: a
+    hash collision can neither make nor hide a finding."""
+    return (
+        f"SELECT t.project_id, left(t.content, {SHORT}) AS content, count(*) AS copies FROM ("
+        f"SELECT project_id, content_md5 AS hash FROM thought WHERE {_LIVE} AND content_md5 IS NOT NULL "
+        f"AND {projects} GROUP BY project_id, content_md5 HAVING count(*) > 1 "
+        f"UNION SELECT project_id, md5(content)::uuid FROM thought WHERE {_LIVE} AND {CONTENT_FACTS_STALE}"
+        ") AS candidate "
+        # OFFSET 0 keeps the lookups per candidate: joined, PostgreSQL hashed every live thought's md5 (~a third of
+        # the groups guessed to be duplicates: 180 against 25 ms at 100 k).
+        "CROSS JOIN LATERAL (SELECT project_id, content FROM thought WHERE project_id = candidate.project_id "
+        f"AND md5(content) = replace(candidate.hash::text, '-', '') AND {_LIVE} OFFSET 0) AS t "
+        "GROUP BY t.project_id, t.content HAVING count(*) > 1"
+    )
+
+
+_HASHES_REPEAT = "project_id IN (SELECT project_id FROM scanned WHERE hashed > hashes)"
+
+
 # Each end of an edge once, with its edges (distinct: a self-loop, which the schema refuses, would count once, as the
 # checks' join on `t.id IN (source_id, target_id)` counts it) and whether it is a cluster edge's source (`clusters`)
 # or target (`clustered`). One read of `edge`: under the visibility rule each read of it looks up both ends in
@@ -75,9 +102,14 @@ class Check:
     name: str
     severity: str
     sql: str  # selects the finding rows (every column becomes a detail key)
-    # A row check: the condition a row of SCAN (`t` a thought, `linked` its row of LINKED, NULL when no edge has it
-    # as an end) meets when `sql` selects it; counted in that one pass instead of by `sql`.
-    scanned: str | None = None
+    # The same rows as `sql` as the report reads them, where `sql` would read every thought's heap; None: `sql`.
+    answer: str | None = None
+    # How REPORT counts the findings, an expression over its CTEs (`ends`, `scanned`), where `sql` would read every
+    # thought or edge again; None: REPORT counts the rows of `answer`.
+    counted: str | None = None
+    # A degree check: its findings are the rows of `ends` (a thought at an end of a readable edge, its edges) that
+    # meet this condition, (thought_id, edges) as `sql` selects them; REPORT counts them and carries the first rows.
+    ends: str | None = None
 
 
 CHECKS: tuple[Check, ...] = (
@@ -87,6 +119,9 @@ CHECKS: tuple[Check, ...] = (
         "critical",
         "SELECT e.id AS edge_id FROM edge e LEFT JOIN thought s ON s.id = e.source_id "
         "LEFT JOIN thought t ON t.id = e.target_id WHERE s.id IS NULL OR t.id IS NULL",
+        # Every end of an edge is in LINKED; those with a thought are in `ends`.
+        counted="(SELECT count(*) FROM edge e WHERE NOT EXISTS (SELECT 1 FROM ends WHERE ends.id = e.source_id) "
+        "OR NOT EXISTS (SELECT 1 FROM ends WHERE ends.id = e.target_id))",
     ),
     Check(
         "structural_integrity",
@@ -115,7 +150,8 @@ CHECKS: tuple[Check, ...] = (
         f"SELECT c.id AS cluster_id, left(c.content, {SHORT}) AS content FROM thought c WHERE c.is_cluster "
         "AND c.status <> 'archived' AND NOT EXISTS "
         "(SELECT 1 FROM edge e WHERE e.source_id = c.id AND e.type = 'cluster')",
-        scanned="t.is_cluster AND t.status <> 'archived' AND linked.clusters IS NOT TRUE",
+        counted="(SELECT coalesce(sum(clusters), 0) FROM scanned) "
+        "- (SELECT count(*) FROM ends WHERE is_cluster AND status <> 'archived' AND clusters)",
     ),
     Check(
         "cluster_health",
@@ -139,7 +175,7 @@ CHECKS: tuple[Check, ...] = (
         "SELECT t.id AS thought_id, count(*) AS edges FROM thought t JOIN edge e ON t.id IN (e.source_id, e.target_id) "
         f"WHERE t.{_LIVE} AND NOT t.is_cluster AND NOT EXISTS (SELECT 1 FROM edge c WHERE c.target_id = t.id "
         "AND c.type = 'cluster') GROUP BY t.id HAVING count(*) >= 5",
-        scanned=f"t.{_LIVE} AND NOT t.is_cluster AND linked.clustered IS NOT TRUE AND linked.edges >= 5",
+        ends=f"{_LIVE} AND NOT is_cluster AND clustered IS NOT TRUE AND edges >= 5",
     ),
     Check(
         "connectivity",
@@ -147,7 +183,7 @@ CHECKS: tuple[Check, ...] = (
         "info",
         f"SELECT t.id AS thought_id FROM thought t WHERE t.{_LIVE} AND NOT EXISTS "
         "(SELECT 1 FROM edge e WHERE e.source_id = t.id OR e.target_id = t.id)",
-        scanned=f"t.{_LIVE} AND linked.id IS NULL",
+        counted=f"(SELECT coalesce(sum(draft + active), 0) FROM scanned) - (SELECT count(*) FROM ends WHERE {_LIVE})",
     ),
     Check(
         "connectivity",
@@ -155,7 +191,7 @@ CHECKS: tuple[Check, ...] = (
         "warning",
         "SELECT t.id AS thought_id, count(*) AS edges FROM thought t JOIN edge e ON t.id IN (e.source_id, e.target_id) "
         f"WHERE t.{_LIVE} AND NOT t.is_cluster GROUP BY t.id HAVING count(*) > 10",
-        scanned=f"t.{_LIVE} AND NOT t.is_cluster AND linked.edges > 10",
+        ends=f"{_LIVE} AND NOT is_cluster AND edges > 10",
     ),
     Check(
         "content_quality",
@@ -163,13 +199,16 @@ CHECKS: tuple[Check, ...] = (
         "info",
         f"SELECT project_id, left(content, {SHORT}) AS content, count(*) AS copies FROM thought WHERE {_LIVE} "
         "GROUP BY project_id, content HAVING count(*) > 1",
+        answer=_duplicates("true"),
+        # Only the projects where two live thoughts store one hash (REPORT's `scanned` counts their distinct hashes
+        # in its pass): most stores have none, and the pass over every hash is skipped (~10 ms at 100 k).
+        counted=f"(SELECT count(*) FROM ({_duplicates(_HASHES_REPEAT)}) AS finding)",
     ),
     Check(
         "content_quality",
         "too_short_content",
         "info",
         f"SELECT id AS thought_id, content FROM thought WHERE {_LIVE} AND length(btrim(content)) < 10",
-        scanned=f"t.{_LIVE} AND length(btrim(t.content)) < 10",
     ),
     Check(
         "content_quality",
@@ -183,7 +222,6 @@ CHECKS: tuple[Check, ...] = (
         "untagged_thoughts",
         "info",
         f"SELECT id AS thought_id FROM thought WHERE {_LIVE} AND cardinality(tags) = 0",
-        scanned=f"t.{_LIVE} AND cardinality(t.tags) = 0",
     ),
     Check(
         "semantic_consistency",
@@ -256,52 +294,100 @@ CHECKS: tuple[Check, ...] = (
         "importance_outliers",
         "info",
         f"SELECT id AS thought_id, importance FROM thought WHERE {_LIVE} AND importance < 0.05",
-        scanned=f"t.{_LIVE} AND t.importance < 0.05",
     ),
 )
-LEXICAL_CHECK = "lexical_statistics_drift"  # answered from SCAN's rows and lexemes per project, not by its `sql`
+LEXICAL_CHECK = "lexical_statistics_drift"  # answered from REPORT's rows and lexemes per project, not by its `sql`
 STATUSES = ("draft", "active", "archived")
 
-# The one pass over `thought`: per project its rows and lexemes (the BM25 drift check's left side), its thoughts
-# by status, and each row check's findings. In the same statement (one snapshot, as LEXICAL_DRIFT is) every
-# project's BM25 statistics; a project without thoughts has no `scanned` row, a thought whose project row is gone
-# (written with the foreign keys off) no `project` one.
-_SCANNED = [*STATUSES, *(check.name for check in CHECKS if check.scanned)]
-SCAN = (
-    f"WITH linked AS ({LINKED}), "
-    "scanned AS (SELECT t.project_id, count(*) AS thoughts, coalesce(sum(length(t.tsv)), 0) AS tokens, "
-    + ", ".join(f"count(*) FILTER (WHERE t.status = '{status}') AS {status}" for status in STATUSES)
-    + ", "
-    + ", ".join(f"count(*) FILTER (WHERE {check.scanned}) AS {check.name}" for check in CHECKS if check.scanned)
-    + " FROM thought t LEFT JOIN linked ON linked.id = t.id GROUP BY t.project_id), "
-    "terms AS (SELECT project_id, sum(thoughts) AS tokens FROM lexical_term GROUP BY project_id) "
-    "SELECT coalesce(s.project_id, p.id) AS project_id, p.id IS NOT NULL AS has_project, "
-    "coalesce(s.thoughts, 0) AS thoughts, coalesce(s.tokens, 0) AS tokens, "
-    + ", ".join(f"coalesce(s.{name}, 0) AS {name}" for name in _SCANNED)
+# Each end of a readable edge (LINKED) with its thought's status and flags: what the degree checks, the islands and
+# the empty clusters ask of the edges. A thought by id is an index-only lookup (ix_thought_id_facts).
+ENDS = (
+    "SELECT linked.id, linked.edges, linked.clusters, linked.clustered, t.status, t.is_cluster "
+    "FROM linked JOIN thought t ON t.id = linked.id"
+)
+
+# The whole report in one statement, one snapshot (as LEXICAL_DRIFT is one). Its own `edge` (a CTE of the readable
+# edges, materialized: under the visibility rule each read of `edge` looks up both ends of every edge) is read once
+# and shadows the table (or the rule's CTE) for LINKED and every check. Per project (`projects`): its thoughts by
+# status, its lexemes and its BM25 statistics — a project without thoughts has no `scanned` row, a thought whose
+# project row is gone (written with the foreign keys off) no `project` one. `scanned` reads the content facts
+# (migration 0024) from ix_thought_project_content_facts, index-only; `restated` adds what length(tsv) says beyond
+# them for the rows whose facts are missing or stale (ix_thought_content_facts_stale: none, once backfilled, unless
+# written around the repository). Beside them (`findings`, one row) every other check's count, and the first rows
+# of the degree checks.
+_DEGREE = [check for check in CHECKS if check.ends]
+
+
+def _counted(check: Check) -> str:
+    if check.counted:
+        return check.counted
+    if check.ends:
+        return f"(SELECT count(*) FROM ends WHERE {check.ends})"
+    return f"(SELECT count(*) FROM ({check.answer or check.sql}) AS finding)"
+
+
+def _first(check: Check, column: str) -> str:
+    return (
+        f"(SELECT array_agg({column} ORDER BY id) FROM (SELECT id, edges FROM ends WHERE {check.ends} "
+        f"ORDER BY id LIMIT {DETAIL_LIMIT}) AS first) AS {check.name}_{column}"
+    )
+
+
+REPORT = (
+    f"SELECT * FROM (WITH edge AS MATERIALIZED (SELECT * FROM edge), linked AS ({LINKED}), ends AS ({ENDS}), "
+    "scanned AS (SELECT project_id, count(*) AS thoughts, coalesce(sum(lexemes), 0) AS tokens, "
+    + ", ".join(f"count(*) FILTER (WHERE status = '{status}') AS {status}" for status in STATUSES)
+    + ", count(*) FILTER (WHERE is_cluster AND status <> 'archived') AS clusters, "
+    # On the index's order (PostgreSQL 16+ counts the distinct values of presorted input without sorting).
+    f"count(content_md5) FILTER (WHERE {_LIVE}) AS hashed, count(DISTINCT content_md5) FILTER (WHERE {_LIVE}) "
+    "AS hashes FROM thought GROUP BY project_id), "
+    f"restated AS (SELECT project_id, sum(length(tsv) - coalesce(lexemes, 0)) AS tokens FROM thought "
+    f"WHERE {CONTENT_FACTS_STALE} GROUP BY project_id), "
+    "terms AS (SELECT project_id, sum(thoughts) AS tokens FROM lexical_term GROUP BY project_id), "
+    "projects AS (SELECT coalesce(s.project_id, p.id) AS project_id, p.id IS NOT NULL AS has_project, "
+    "coalesce(s.thoughts, 0) AS thoughts, coalesce(s.tokens, 0) + coalesce(r.tokens, 0) AS tokens, "
+    + ", ".join(f"coalesce(s.{status}, 0) AS {status}" for status in STATUSES)
     + ", coalesce(c.thoughts, 0) AS counted_thoughts, coalesce(c.tokens, 0) AS counted_tokens, "
     "coalesce(terms.tokens, 0) AS term_tokens "
-    "FROM scanned s FULL JOIN project p ON p.id = s.project_id "
-    "LEFT JOIN lexical_corpus c ON c.project_id = p.id LEFT JOIN terms ON terms.project_id = p.id"
+    "FROM scanned s FULL JOIN project p ON p.id = s.project_id LEFT JOIN restated r ON r.project_id = s.project_id "
+    "LEFT JOIN lexical_corpus c ON c.project_id = p.id LEFT JOIN terms ON terms.project_id = p.id), "
+    "findings AS (SELECT "
+    + ", ".join(
+        [f"{_counted(check)} AS {check.name}" for check in CHECKS if check.name != LEXICAL_CHECK]
+        + [_first(check, column) for check in _DEGREE for column in ("id", "edges")]
+    )
+    + ") SELECT * FROM findings LEFT JOIN projects ON true) AS report"  # a row even without projects
 )
-FINDINGS = "health_findings"  # the window count beside a check's first rows (a name no check's column has)
 
 
 @dataclass
 class Scan:
-    """What SCAN answered: each row check's findings, thoughts by status, the projects whose statistics drifted."""
+    """What REPORT answered: each check's findings (the first rows of the degree checks), thoughts by status, the
+    projects whose statistics drifted."""
 
     counts: dict[str, int]
+    first: dict[str, list[dict[str, Any]]]
     by_status: dict[str, int]
     drifted: list[dict[str, Any]]
 
 
 def _scan(rows: Sequence[Any]) -> Scan:
-    counts = {check.name: 0 for check in CHECKS if check.scanned}
+    findings = rows[0]._mapping  # the same on every row
+    counts = {check.name: int(findings[check.name]) for check in CHECKS if check.name != LEXICAL_CHECK}
+    first = {
+        check.name: [
+            {"thought_id": str(thought_id), "edges": int(edges)}
+            for thought_id, edges in zip(
+                findings[f"{check.name}_id"] or [], findings[f"{check.name}_edges"] or [], strict=True
+            )
+        ]
+        for check in _DEGREE
+    }
     by_status = dict.fromkeys(STATUSES, 0)
     drifted = []
     for row in rows:
-        for name in counts:
-            counts[name] += int(getattr(row, name))
+        if row.project_id is None:  # no project and no thought
+            continue
         for status in STATUSES:
             by_status[status] += int(getattr(row, status))
         thoughts, tokens = int(row.thoughts), int(row.tokens)
@@ -317,7 +403,8 @@ def _scan(rows: Sequence[Any]) -> Scan:
                     "counted_tokens": int(row.counted_tokens),
                 }
             )
-    return Scan(counts, by_status, sorted(drifted, key=lambda row: str(row["project_id"])))
+    counts[LEXICAL_CHECK] = len(drifted)
+    return Scan(counts, first, by_status, sorted(drifted, key=lambda row: str(row["project_id"])))
 
 
 AUTOFIX_NEEDS_EVERY_PROJECT = (
@@ -361,14 +448,14 @@ class HealthService:
 
     async def report(self, include_details: bool, severity: str | None = None) -> dict[str, Any]:
         floor = SEVERITY_RANK[severity] if severity else 0
-        scan = _scan((await self.session.execute(_visible(SCAN))).all())
+        scan = _scan((await self.session.execute(_visible(REPORT))).all())
         categories: dict[str, dict[str, Any]] = {}
         findings = {"critical": 0, "warning": 0, "info": 0}
         critical_categories: set[str] = set()
         warning_categories: set[str] = set()
         for check in CHECKS:
             shown = SEVERITY_RANK[check.severity] >= floor
-            count, details = await self._findings(check, scan, include_details and shown)
+            count = scan.counts[check.name]
             findings[check.severity] += count
             if count and check.severity == "critical":
                 critical_categories.add(check.category)
@@ -378,7 +465,7 @@ class HealthService:
                 continue
             entry: dict[str, Any] = {"severity": check.severity, "count": count}
             if include_details:
-                entry["details"] = details
+                entry["details"] = await self._details(check, scan, count)
             categories.setdefault(check.category, {})[check.name] = entry
         return {
             "health_score": health_score(len(critical_categories), len(warning_categories), findings["info"]),
@@ -386,33 +473,21 @@ class HealthService:
             "categories": categories,
         }
 
-    async def _findings(self, check: Check, scan: Scan, include_details: bool) -> tuple[int, list[dict[str, Any]]]:
-        """The check's exact count and (with details) its first DETAIL_LIMIT finding rows."""
+    async def _details(self, check: Check, scan: Scan, count: int) -> list[dict[str, Any]]:
+        """The check's first DETAIL_LIMIT finding rows: REPORT's, or its own statement's when it has findings."""
         if check.name == LEXICAL_CHECK:
-            return len(scan.drifted), scan.drifted[:DETAIL_LIMIT] if include_details else []
-        if check.scanned:
-            count = scan.counts[check.name]
-            if not (count and include_details):
-                return count, []
-            # Fewer findings than the limit: all of them, planned as such (under a LIMIT PostgreSQL picks a fast-start
-            # plan, which walks every thought for clusterless_dense_thoughts' 2 rows at 100 k: 40 against 30 ms CPU).
-            limit = f" LIMIT {DETAIL_LIMIT}" if count >= DETAIL_LIMIT else ""
-            rows = (await self.session.execute(_visible(f"SELECT * FROM ({check.sql}) AS finding{limit}"))).all()
-            # Its own statement, after the scan's: rows committed in between may take it past the limit.
-            return count, [_detail(row) for row in rows[:DETAIL_LIMIT]]
-        if not include_details:
-            counted = await self.session.execute(_visible(f"SELECT count(*) FROM ({check.sql}) AS finding"))
-            return int(counted.scalar_one()), []
-        # The count and the first rows in one statement. The window needs every row before the LIMIT applies, so
-        # the planner cannot pick a fast-start plan for 50 rows (one walked every thought: 260 ms at 100 k).
-        statement = _visible(
-            f"SELECT finding.*, count(*) OVER () AS {FINDINGS} FROM ({check.sql}) AS finding LIMIT {DETAIL_LIMIT}"
-        )
+            return scan.drifted[:DETAIL_LIMIT]
+        if check.ends:
+            return scan.first[check.name]
+        if not count:
+            return []
+        # Fewer findings than the limit: all of them, planned as such (under a LIMIT PostgreSQL picks a fast-start
+        # plan, which walked every thought for clusterless_dense_thoughts' 2 rows at 100 k: 40 against 30 ms CPU).
+        limit = f" LIMIT {DETAIL_LIMIT}" if count >= DETAIL_LIMIT else ""
+        statement = _visible(f"SELECT * FROM ({check.answer or check.sql}) AS finding{limit}")
         rows = (await self.session.execute(statement)).all()
-        details = [_detail(row) for row in rows]
-        for detail in details:
-            del detail[FINDINGS]
-        return (int(rows[0]._mapping[FINDINGS]) if rows else 0), details
+        # Its own statement, after REPORT: rows committed in between may take it past the limit.
+        return [_detail(row) for row in rows[:DETAIL_LIMIT]]
 
     async def autofix(self) -> dict[str, int]:
         """Safe fixes only: orphan and self-loop edges go, empty unprotected clusters are archived, drifted BM25

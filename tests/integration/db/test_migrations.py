@@ -307,6 +307,91 @@ async def test_0023_moves_an_existing_shared_graph_to_the_declared_parameters(sc
     assert restored == [(graphs.SHARED_INDEX, True, ["ef_construction=128", "m=12"])]
 
 
+async def _indexes(engine: AsyncEngine, names: list[str]) -> dict[str, bool]:
+    async with engine.connect() as connection:
+        found = await connection.execute(
+            text(
+                "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE c.relname = ANY(:names)"
+            ),
+            {"names": names},
+        )
+        return {row.relname: row.indisvalid for row in found}
+
+
+async def test_0024_backfills_the_content_facts_in_batches_and_resumes_a_run_cut_short(scratch_url: str) -> None:
+    """A store at 0023 with more thoughts than one batch of the backfill: after the upgrade every row's `lexemes` and
+    `content_md5` are its content's and the indexes are valid. A run cut short — the columns added, some rows
+    filled (one wrongly), an index build interrupted (left invalid) — is completed by the next one. The downgrade
+    drops the columns and indexes, not the rows."""
+    await asyncio.to_thread(migrations.downgrade, scratch_url, "base")
+    await asyncio.to_thread(migrations.upgrade, scratch_url, "c4a1ce99e392")
+    engine = await _engine(scratch_url)
+    names = [
+        "ix_thought_project_content_facts",
+        "ix_thought_content_facts_stale",
+        "ix_thought_id_facts",
+        "ix_thought_untagged",
+        "ix_thought_short_content",
+    ]
+    facts = (
+        "SELECT count(*) AS thoughts, count(*) FILTER (WHERE lexemes = length(tsv) "
+        "AND content_md5 = md5(content)::uuid) AS exact FROM thought"
+    )
+    thoughts = 5000 + 7  # the migration's batch, and a few more
+    try:
+        async with engine.begin() as connection:
+            project = uuid.uuid4()
+            await connection.execute(text("INSERT INTO project (id, name) VALUES (:id, 'p')"), {"id": project})
+            await connection.execute(
+                text(
+                    "INSERT INTO thought (id, project_id, content, tags) SELECT gen_random_uuid(), :p, "
+                    "'note ' || n || repeat(' about cats and dogs', n % 4), "
+                    "CASE WHEN n % 2 = 0 THEN ARRAY['t'] ELSE '{}' END FROM generate_series(1, :n) AS n"
+                ),
+                {"p": project, "n": thoughts},
+            )
+            # As a run killed mid-way leaves it: columns, some rows filled (one with a wrong count).
+            await connection.execute(
+                text("ALTER TABLE thought ADD COLUMN lexemes integer, ADD COLUMN content_md5 uuid")
+            )
+            await connection.execute(
+                text(
+                    "UPDATE thought SET lexemes = length(tsv) + (content = 'note 3')::int, "
+                    "content_md5 = md5(content)::uuid WHERE content < 'note 4'"
+                )
+            )
+        async with engine.connect() as connection:  # an interrupted CONCURRENTLY build: an invalid index
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            with pytest.raises(IntegrityError):
+                await connection.execute(text("CREATE UNIQUE INDEX CONCURRENTLY ix_thought_untagged ON thought ((1))"))
+        assert await _indexes(engine, names) == {"ix_thought_untagged": False}
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+        async with engine.connect() as connection:
+            counted = (await connection.execute(text(facts))).one()
+            untagged = await connection.execute(text("SELECT pg_get_indexdef(to_regclass('ix_thought_untagged'))"))
+            definition = untagged.scalar_one()
+        built = await _indexes(engine, names)
+        await asyncio.to_thread(migrations.downgrade, scratch_url, "c4a1ce99e392")
+        async with engine.connect() as connection:
+            columns = await connection.execute(
+                text(
+                    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'thought' "
+                    "AND column_name IN ('lexemes', 'content_md5')"
+                )
+            )
+            left = columns.scalar_one()
+            kept = (await connection.execute(text("SELECT count(*) FROM thought"))).scalar_one()
+        dropped = await _indexes(engine, names)
+    finally:
+        await engine.dispose()
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+    assert tuple(counted) == (thoughts, thoughts)
+    assert built == dict.fromkeys(names, True)
+    assert "WHERE (cardinality(tags) = 0)" in definition  # built again, not the leftover
+    assert left == 0 and kept == thoughts and dropped == {}
+
+
 # ---------------------------------------------------------------- drift
 
 

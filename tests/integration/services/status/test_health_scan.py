@@ -9,8 +9,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
+from app.db.models import CONTENT_FACTS_STALE
 from app.formats import iso
 from app.services.context import AppContext
 from app.services.status.health import CHECKS, DETAIL_LIMIT, LEXICAL_CHECK, LEXICAL_DRIFT, HealthService
@@ -187,3 +189,47 @@ async def test_the_one_pass_answers_what_each_checks_own_query_answers(app_conte
         status: statuses.get(status, 0) for status in ("draft", "active", "archived")
     }
     assert list(detailed["summary"]["thoughts"]) == ["draft", "active", "archived"]
+
+
+# ---------------------------------------------------------------- the content facts (migration 0024)
+
+BACKFILL = "UPDATE thought SET lexemes = length(tsv), content_md5 = md5(content)::uuid"
+# Facts that lie, each as a write around the repository leaves them: a copy of the duplicated content hashed as
+# something else, two different contents hashed alike, lexemes too many, too few or missing.
+STALE = (
+    "UPDATE thought SET content_md5 = gen_random_uuid() WHERE content = 'The same content in two places 1' "
+    "AND status = 'draft'",
+    "UPDATE thought SET content_md5 = (SELECT content_md5 FROM thought WHERE content = 'A faint thought, number 1') "
+    "WHERE content = 'A faint thought, number 2'",
+    "UPDATE thought SET lexemes = lexemes + 5 WHERE content LIKE 'A linked thought%'",
+    "UPDATE thought SET lexemes = 0 WHERE content = 'quorade x'",
+    "UPDATE thought SET lexemes = NULL, content_md5 = NULL WHERE content LIKE 'An untagged thought%'",
+)
+
+
+@pytest.mark.parametrize("facts", ["backfilled", "stale"])
+async def test_the_report_reads_the_content_facts_and_corrects_the_stale_ones(
+    app_context: AppContext, facts: str
+) -> None:
+    """The report's counts come from the stored facts where they hold and from the content where they do not (the
+    rows of ix_thought_content_facts_stale): either way what each check's own query answers."""
+    projects = await _world(app_context)
+    await _run(app_context, BACKFILL)
+    for statement in STALE if facts == "stale" else ():
+        await _run(app_context, statement)
+    stale = await _own_rows(app_context, f"SELECT content FROM thought WHERE {CONTENT_FACTS_STALE}")
+    assert len(stale) == (0 if facts == "backfilled" else 1 + 1 + 2 + 2 + 4)
+    async with app_context.db.unit_of_work() as session:
+        report = await HealthService(session).report(include_details=True)
+    entries = {name: entry for checks in report["categories"].values() for name, entry in checks.items()}
+    for check in CHECKS:
+        own = await _own_rows(app_context, check.sql)
+        assert entries[check.name]["count"] == len(own), check.name
+        assert len(entries[check.name]["details"]) == min(len(own), DETAIL_LIMIT), check.name
+        assert all(detail in own for detail in entries[check.name]["details"]), check.name
+    assert entries["duplicate_content"]["count"] == 1 and entries[LEXICAL_CHECK]["count"] == 2
+    drifted = {detail["project_id"] for detail in entries[LEXICAL_CHECK]["details"]}
+    assert drifted == {str(projects["other"]), str(projects["empty"])}
+    assert entries[LEXICAL_CHECK]["details"] == sorted(
+        await _own_rows(app_context, LEXICAL_DRIFT), key=lambda row: str(row["project_id"])
+    )
