@@ -709,6 +709,17 @@ def machine() -> dict[str, Any]:
     }
 
 
+async def model_runtimes(model: str) -> tuple[EmbeddingRuntime, EmbeddingRuntime]:
+    """The prepared model's runtime, loaded (the run stops when it cannot be), and a runtime of the same settings
+    never loaded: no embedder, so the searches it serves answer lexically (the lexical leg alone)."""
+    settings = EmbeddingSettings(model=model, cache_dir=model_cache_dir())
+    runtime = EmbeddingRuntime(settings)
+    await runtime.load()
+    if runtime.profile is None or runtime.profile.model_id != model:
+        sys.exit(f"model {model} not loadable: {runtime.note} (run `make model`)")
+    return runtime, EmbeddingRuntime(settings)
+
+
 async def run(
     sets: list[str],
     conversation: dict[str, Any] | None,
@@ -717,12 +728,7 @@ async def run(
     search: Sequence[str] = (),
 ) -> dict[str, Any]:
     model = model or shipped_settings().embedding.model  # the served default
-    settings = EmbeddingSettings(model=model, cache_dir=model_cache_dir())
-    runtime = EmbeddingRuntime(settings)
-    await runtime.load()
-    if runtime.profile is None or runtime.profile.model_id != model:
-        sys.exit(f"model {model} not loadable: {runtime.note} (run `make model`)")
-    lexical_runtime = EmbeddingRuntime(settings)  # never loaded: no embedder, searches answer lexically
+    runtime, lexical_runtime = await model_runtimes(model)
     results: dict[str, Any] = {}
     for name in sets:
         started = time.perf_counter()

@@ -59,7 +59,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy import text
 
-from app.config import EmbeddingSettings
 from app.db import migrations
 from app.db.embedded import EmbeddedPostgres
 from app.db.models import ThoughtStatus
@@ -68,7 +67,7 @@ from app.db.repositories.search import SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.runtime import EmbeddingRuntime
 from app.services.recall.search import pool_size
-from bench.calibrate import RESULTS, model_cache_dir
+from bench.calibrate import RESULTS
 from bench.common import shipped_settings
 from bench.eval import (
     BM25,
@@ -77,6 +76,7 @@ from bench.eval import (
     Caller,
     Session,
     bm25_orders,
+    model_runtimes,
     open_session,
     rrf,
     scoped_search,
@@ -533,12 +533,7 @@ async def scope_pass(
 async def run(
     data: LoCoMo, model: str, url: str, folder: Path | None, search: Sequence[str] = (), scope: str = "dialogue"
 ) -> dict[str, Any]:
-    settings = EmbeddingSettings(model=model, cache_dir=model_cache_dir())
-    runtime = EmbeddingRuntime(settings)
-    await runtime.load()
-    if runtime.profile is None or runtime.profile.model_id != model:
-        sys.exit(f"model {model} not loadable: {runtime.note} (run `make model`)")
-    lexical_runtime = EmbeddingRuntime(settings)  # never loaded: no embedder, searches answer lexically
+    runtime, lexical_runtime = await model_runtimes(model)
     session = await open_session(url, runtime, lexical_runtime, search_settings(search))
     passes: dict[str, dict[str, Any]] = {}
     try:
