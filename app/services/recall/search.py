@@ -232,7 +232,7 @@ class SearchService:
         vector_rows: list[LegRow] = []
         if vector is not None and profile is not None:
             vector_rows = await self.repo.vector_leg(vector, profile.model_id, query.where, pool)
-            if query.hybrid:  # the lexical leg's candidates are its rarer lexemes' holders: score these too
+            if query.hybrid:  # where the budget cut the lexical leg's candidates, it scores these rows too
                 lexical = await self.repo.with_scores_of(lexical, [row.id for row in vector_rows], self.bm25)
         elif not query.hybrid:
             lexical = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
