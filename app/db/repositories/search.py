@@ -55,6 +55,12 @@ CANDIDATE_CAP = 1000
 # for most paraphrased questions and cost 2.5 ms a search (docs/BENCHMARKS.md).
 WIDER_PASS = 4
 WIDER_PASS_MAX_THOUGHTS = 10_000
+# A search without a vector leg (the embedder down: degraded) has no rows to score in place of what the budget cut,
+# and no query embedding to pay for: where the budget cut the leg, it runs again with DEGRADED_WIDEN times both
+# limits. At 100 k the leg alone then found a paraphrased note's target in the first 5 for 0.560 of the scoped and
+# 0.545 of the unscoped questions, not 0.395 / 0.325 (bm25s: 0.530 / 0.560), in ~16 ms instead of ~5
+# (docs/BENCHMARKS.md, "Sixteenth session").
+DEGRADED_WIDEN = 8
 # ts_rank with every position weight 1 and a one-lexeme query is H(tf) / (π²/6), H(n) = Σ 1/j² for j ≤ n, and
 # π²/6 − H(n) = 1/n − 1/(2n²) + O(1/n³): tf = round(1 / ((π²/6)(1 − rank)) − 1/2) exactly (0 for an absent
 # lexeme). All in C per candidate, where unnesting its tsvector costs ~3 µs.
@@ -464,11 +470,13 @@ class SearchRepository:
             average_length=max(tokens / thoughts, 1.0),
         )
 
-    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, bm25: Bm25Settings) -> LexicalLeg:
+    async def lexical_leg(
+        self, query: str, where: SearchFilter, pool: int, bm25: Bm25Settings, widen: int = 1
+    ) -> LexicalLeg:
         """Best first by the Okapi BM25 score of the query's lexemes (OR) over the scope's statistics; ties by
         id. The statistics, then the candidates scored (a statement per lexeme count); once more over a wider
         set of candidates, in a scope of at most WIDER_PASS_MAX_THOUGHTS, when a thought outside the first could
-        still reach the call's page (pool / 10 rows)."""
+        still reach the call's page (pool / 10 rows). `widen` multiplies the budget and the cap of every pass."""
         statistics = await self.lexical_statistics(query, where)
         if statistics is None:
             return LexicalLeg([], 0.0)
@@ -477,8 +485,8 @@ class SearchRepository:
         rows: list[LegRow] = []
         unreached = False
         passes = (1, WIDER_PASS) if statistics.thoughts <= WIDER_PASS_MAX_THOUGHTS else (1,)
-        for widen in passes:
-            budget, cap = CANDIDATE_BUDGET * widen, CANDIDATE_CAP * widen
+        for factor in passes:
+            budget, cap = CANDIDATE_BUDGET * widen * factor, CANDIDATE_CAP * widen * factor
             parameters = {"pool": pool, **statistics.parameters(bm25, budget, cap), **where.parameters()}
             result = await self._execute(statement, parameters)
             rows = [LegRow(row.id, float(row.score), row.created_at) for row in result.all()]

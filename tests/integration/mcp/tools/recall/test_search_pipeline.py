@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from app.db.repositories import search as search_repository
 from app.db.repositories.search import SearchRepository
+from app.services.recall import search as search_service
 from tests.conftest import MODEL_CACHE, settings_with
 from tests.support.helpers import ToolCaller, own_transaction
 from tests.support.search import (
@@ -388,6 +390,23 @@ async def test_degraded_search_answers_from_the_lexical_leg(writer: ToolCaller, 
     nothing = await search(down, PARAPHRASE_OF_LUNCH)
     assert nothing.items == [] and nothing.meta["reason"] == "no_match" and nothing.meta["degraded"] is True
     assert (await search(reader, "lunch")).meta["degraded"] is False
+
+
+async def test_a_degraded_search_widens_a_lexical_leg_the_budget_cut(
+    writer: ToolCaller, reader: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a vector leg, nothing stands in for the thoughts the candidate budget left out: where it cut the leg,
+    the leg runs again with DEGRADED_WIDEN times the budget, and the thought holding only the commoner word is found."""
+    monkeypatch.setattr(search_repository, "CANDIDATE_BUDGET", 5)  # the rare word's 2 holders spend it
+    monkeypatch.setattr(search_repository, "WIDER_PASS_MAX_THOUGHTS", 0)  # no second pass at this small size
+    await bulk(writer, ["zorblax handled it", "zorblax again", *(f"gateway note {i}" for i in range(20))])
+    [target] = await bulk(writer, ["gateway gateway"])
+    down = degraded_caller(reader, MODEL_CACHE)
+    answer = await search(down, "zorblax gateway", limit=5)
+    assert answer.meta["degraded"] is True and target in ids_of(answer)
+    monkeypatch.setattr(search_service, "DEGRADED_WIDEN", 1)  # the same search without the wider pass
+    narrow = await search(down, "zorblax gateway", limit=5)
+    assert target not in ids_of(narrow)  # the cut leg alone: only the rare word's holders
 
 
 async def test_a_row_deleted_between_the_legs_and_the_page_read_is_left_out(
