@@ -392,6 +392,22 @@ async def test_degraded_search_answers_from_the_lexical_leg(writer: ToolCaller, 
     assert (await search(reader, "lunch")).meta["degraded"] is False
 
 
+async def test_a_vector_row_the_budget_cut_from_the_lexical_leg_is_scored_and_anchored(
+    writer: ToolCaller, reader: ToolCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the candidate budget cut the lexical leg, the vector leg's rows holding a query lexeme are scored by BM25
+    too: `match_source` ["embedding", "bm25"], a `bm25_score`, never gated (a BM25 anchor), as any row of that leg."""
+    monkeypatch.setattr(search_repository, "CANDIDATE_BUDGET", 5)  # the rare word's 2 holders spend it
+    monkeypatch.setattr(search_repository, "WIDER_PASS_MAX_THOUGHTS", 0)  # no second pass at this small size
+    await bulk(writer, ["zorblax handled it", "zorblax again", *(f"gateway note {i}" for i in range(20))])
+    [target] = await bulk(writer, ["gateway gateway"])
+    answer = await search(reader, "zorblax gateway", compact=False, limit=50, min_relevance=0.99)
+    hit = by_id(answer)[target]
+    assert hit["match_source"] == ["embedding", "bm25"]
+    assert hit["scores"]["bm25_score"] > 0 and hit["low_confidence"] is False
+    assert answer.meta["counts"]["filtered_out"] == 0  # every row holds a query word: all anchored, none gated
+
+
 async def test_a_degraded_search_widens_a_lexical_leg_the_budget_cut(
     writer: ToolCaller, reader: ToolCaller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
