@@ -58,7 +58,7 @@ WIDER_PASS_MAX_THOUGHTS = 10_000
 # A search without a vector leg (the embedder down: degraded) has no rows to score in place of what the budget cut,
 # and no query embedding to pay for: where the budget cut the leg, it runs again with DEGRADED_WIDEN times both
 # limits. At 100 k the leg alone then found a paraphrased note's target in the first 5 for 0.560 of the scoped and
-# 0.545 of the unscoped questions, not 0.395 / 0.325 (bm25s: 0.530 / 0.560), in ~16 ms instead of ~5
+# 0.545 of the unscoped questions, not 0.395 / 0.325 (bm25s: 0.530 / 0.560), in ~14–16 ms instead of ~5
 # (docs/BENCHMARKS.md, "Sixteenth session").
 DEGRADED_WIDEN = 8
 # ts_rank with every position weight 1 and a one-lexeme query is H(tf) / (π²/6), H(n) = Σ 1/j² for j ≤ n, and
@@ -470,16 +470,26 @@ class SearchRepository:
             average_length=max(tokens / thoughts, 1.0),
         )
 
-    async def lexical_leg(
-        self, query: str, where: SearchFilter, pool: int, bm25: Bm25Settings, widen: int = 1
-    ) -> LexicalLeg:
+    async def lexical_leg(self, query: str, where: SearchFilter, pool: int, bm25: Bm25Settings) -> LexicalLeg:
         """Best first by the Okapi BM25 score of the query's lexemes (OR) over the scope's statistics; ties by
         id. The statistics, then the candidates scored (a statement per lexeme count); once more over a wider
         set of candidates, in a scope of at most WIDER_PASS_MAX_THOUGHTS, when a thought outside the first could
-        still reach the call's page (pool / 10 rows). `widen` multiplies the budget and the cap of every pass."""
+        still reach the call's page (pool / 10 rows)."""
         statistics = await self.lexical_statistics(query, where)
         if statistics is None:
             return LexicalLeg([], 0.0)
+        return await self._ranked_leg(statistics, where, pool, bm25, 1)
+
+    async def widened(self, leg: LexicalLeg, where: SearchFilter, pool: int, bm25: Bm25Settings) -> LexicalLeg:
+        """A leg the budget `cut` ranked again over DEGRADED_WIDEN times the budget and the cap of every pass, with
+        the statistics it already read; any other leg as it is."""
+        if leg.statistics is None or not leg.cut:
+            return leg
+        return await self._ranked_leg(leg.statistics, where, pool, bm25, DEGRADED_WIDEN)
+
+    async def _ranked_leg(
+        self, statistics: Bm25Query, where: SearchFilter, pool: int, bm25: Bm25Settings, widen: int
+    ) -> LexicalLeg:
         statement = _lexical_leg_statement(where.shape, len(statistics.lexemes))
         page = max(1, pool // 10)
         rows: list[LegRow] = []
@@ -505,9 +515,11 @@ class SearchRepository:
         score well. One statement over at most those ids, by primary key. A leg that was not cut is returned as it
         is: adding the low-scoring rows of a complete leg lost LoCoMo's tuning half 0.006 R@5 (docs/BENCHMARKS.md,
         "Sixteenth session")."""
+        if leg.statistics is None or not leg.cut:
+            return leg
         known = {row.id for row in leg.rows}
         missing = [thought_id for thought_id in thought_ids if thought_id not in known]
-        if leg.statistics is None or not leg.cut or not missing:
+        if not missing:
             return leg
         statistics = leg.statistics
         parameters = {**statistics.score_parameters(bm25), "ids": missing, "pool": len(missing)}

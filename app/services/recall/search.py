@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import SearchSettings
 from app.db.records import ThoughtRecord
-from app.db.repositories.search import DEGRADED_WIDEN, LegRow, LexicalLeg, PageRow, SearchRepository
+from app.db.repositories.search import LegRow, LexicalLeg, PageRow, SearchRepository
 from app.db.repositories.thoughts import ThoughtFilter
 from app.embedding.embedder import Vector
 from app.embedding.runtime import EmbeddingRuntime
@@ -236,8 +236,8 @@ class SearchService:
                 lexical = await self.repo.with_scores_of(lexical, [row.id for row in vector_rows], self.bm25)
         elif not query.hybrid:
             lexical = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25)
-        if degraded and lexical.cut:  # no vector leg stands in for what the budget cut: a wider pass instead
-            lexical = await self.repo.lexical_leg(query.text, query.where, pool, self.bm25, widen=DEGRADED_WIDEN)
+        if degraded:  # no vector leg stands in for what the budget cut: a wider pass instead
+            lexical = await self.repo.widened(lexical, query.where, pool, self.bm25)
         candidates = self._fuse(vector_rows, lexical, query)
         if self.neighbour_weight > 0 and query.hybrid and vector_rows and candidates:
             leaders = candidates[: max(NEIGHBOUR_LEADERS, 3 * query.limit)]

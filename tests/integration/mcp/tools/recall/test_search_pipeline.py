@@ -11,7 +11,6 @@ from sqlalchemy import text
 
 from app.db.repositories import search as search_repository
 from app.db.repositories.search import SearchRepository
-from app.services.recall import search as search_service
 from tests.conftest import MODEL_CACHE, settings_with
 from tests.support.helpers import ToolCaller, own_transaction
 from tests.support.search import (
@@ -420,7 +419,7 @@ async def test_a_degraded_search_widens_a_lexical_leg_the_budget_cut(
     down = degraded_caller(reader, MODEL_CACHE)
     answer = await search(down, "zorblax gateway", limit=5)
     assert answer.meta["degraded"] is True and target in ids_of(answer)
-    monkeypatch.setattr(search_service, "DEGRADED_WIDEN", 1)  # the same search without the wider pass
+    monkeypatch.setattr(search_repository, "DEGRADED_WIDEN", 1)  # the same search without the wider pass
     narrow = await search(down, "zorblax gateway", limit=5)
     assert target not in ids_of(narrow)  # the cut leg alone: only the rare word's holders
 
