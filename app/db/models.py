@@ -206,6 +206,8 @@ class ProjectMember(Base):
 # (the disjunction is never NULL): a test of one expression, which the planner estimates from the statistics object
 # `thought_content_facts_stale` on it (migration 0024) — as the disjunction itself it guessed ~40 % of the rows and
 # read the whole heap instead of the partial index.
+# The text-search configuration of `tsv` (and so of every BM25 lexeme: queries are parsed with it too).
+TEXT_SEARCH_CONFIG = "english"
 CONTENT_FACTS_DIFFER = "lexemes IS DISTINCT FROM length(tsv) OR content_md5 IS DISTINCT FROM md5(content)::uuid"
 CONTENT_FACTS_STALE = f"({CONTENT_FACTS_DIFFER}) IS TRUE"
 SHORT_CONTENT = 10  # characters once trimmed: the health check too_short_content
@@ -236,7 +238,9 @@ class Thought(Base):
     updated_at: Mapped[datetime] = _created_at()
     embedding: Mapped[Any] = mapped_column(EmbeddingVector(EMBEDDING_DIM), nullable=True)
     embedding_model: Mapped[str | None] = mapped_column(String(200))
-    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True))
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed(f"to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, content)", persisted=True)
+    )
     # Facts of the content the health report reads from indexes instead of the heap (migration 0024): length(tsv)
     # and md5(content). Plain columns, not generated ones: adding a stored generated column rewrites the table under
     # its lock. Written with the content (app.db.repositories.thoughts); NULL until the migration's backfill reached

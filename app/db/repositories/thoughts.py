@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.locks import RowLock, row_locked
-from app.db.models import Edge, EdgeType, Project, Thought, ThoughtStatus
+from app.db.models import TEXT_SEARCH_CONFIG, Edge, EdgeType, Project, Thought, ThoughtStatus
 from app.db.records import ProjectRecord, ThoughtRecord
 
 # The project's name through its table, not its ORM entity: the visibility rule (app.db.visibility) leaves the
@@ -67,7 +67,7 @@ def content_md5(content: str) -> str:
 # The content's facts (migration 0024), written with it: the health report reads them from indexes (the checks stay
 # exact for a row written around this module: app.db.models.CONTENT_FACTS_STALE). `tsv` is generated from the content
 # with this configuration (models.Thought.tsv); its length is the number of distinct lexemes.
-TSV_CONFIG: ColumnElement[Any] = literal_column("'english'::regconfig")
+TSV_CONFIG: ColumnElement[Any] = literal_column(f"'{TEXT_SEARCH_CONFIG}'::regconfig")
 LEXEMES_OF = "lexemes_of"  # an executemany's content again, bound for the lexeme count (`content` is the column's)
 
 
