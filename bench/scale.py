@@ -4,6 +4,7 @@
     python -m bench.scale --thoughts 100000
     python -m bench.scale --thoughts 1000000
     python -m bench.scale --thoughts 10000 --sections tenancy   # partial indexes against planning and writes
+    python -m bench.scale --thoughts 1000000 --sections http --http-passes 2 --shared-buffers-mb 6144
 
 **Projects** (`project_sizes`): 1,000 projects `/scale/t0000` … `/scale/t0999`. At 1 M: six of 100, 90, 80, 70,
 60 and 50 k thoughts (450 k), then a Zipf tail of 550 k over the other 994 (size ∝ 1 / rank): 15 of 5-16 k, 88 of
@@ -28,7 +29,10 @@ its own definition (timed), the project counts refreshed and the per-project ind
 path with every index in place: the bulk throughput at that size. At 10 k the whole set is that tail.
 
 **Measure** (`--sections`): `http` p50/p95 of `memory_recall search` hybrid and vector over HTTP (the real server
-subprocess, 1 client), scoped to projects of each size class and unscoped; `recall` the shipped vector leg's
+subprocess, 1 client), scoped to projects of each size class and unscoped, each class on a new server (its
+query-vector cache empty) with questions drawn without replacement (`--http-passes`: every question again, the
+pages the first pass read now in shared_buffers as far as they fit; `--shared-buffers-mb`: the store's
+shared_buffers, the store restarted with it); `recall` the shipped vector leg's
 recall@10 against exact search per class; `plan` EXPLAIN ANALYZE's Planning Time of the vector leg per class,
 the locks and the relation cache one search takes; `sizes` disk and index sizes, shared_buffers; `tenancy`
 (separate, meant for the 10 k store): 0 … 1000 partial HNSW indexes against planning time, locks, backend memory
@@ -73,7 +77,7 @@ from app.db.repositories.search import SearchFilter, SearchRepository, _vector_l
 from app.db.repositories.thoughts import VectorScan
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import ModelProfile
-from app.embedding.runtime import EmbeddingRuntime
+from app.embedding.runtime import QUERY_CACHE_ENTRIES, EmbeddingRuntime, QueryVectorCache
 from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from app.services.jobs.background import refresh_thought_estimates
@@ -422,9 +426,10 @@ async def build(store: Store, base: Base, model: str) -> None:
         await db.dispose()
 
 
-def open_store(n: int, *, synthetic: bool = False) -> Store:
+def open_store(n: int, *, synthetic: bool = False, buffers_mb: int | None = None) -> Store:
+    """`buffers_mb`: the store's shared_buffers (None: the service's own default, a quarter of RAM capped)."""
     data_dir = SCALE_ROOT.parent / (f"scale-synthetic-{n}" if synthetic else f"scale-{n}")
-    embedded = EmbeddedPostgres(data_dir, server_settings=tuned_server_settings())
+    embedded = EmbeddedPostgres(data_dir, server_settings=tuned_server_settings(buffers_mb))
     url = embedded.start()
     migrations.upgrade(url)
     marker_file = data_dir / "scale.json"
@@ -487,15 +492,47 @@ def scoped_cases(probe: Probe, count: int, seed: int) -> dict[str, list[tuple[in
     return cases
 
 
-async def http_section(store: Store, probe: Probe, queries: int, work_dir: Path) -> dict[str, Any]:
+def distinct_cases(probe: Probe, count: int, seed: int) -> dict[str, list[tuple[int | None, str]]]:
+    """As scoped_cases, but each vocabulary's questions drawn without replacement from every distinct question
+    bench.dataset can ask in it (206–345 each), so a class repeats a question only past that many."""
+    rng = random.Random(seed)
+    pools = {
+        v: sorted({q.text for q in generate_queries(3000, seed=SEED + v, project=v)}) for v in range(len(PROJECTS))
+    }
+    left: dict[int, list[str]] = {v: [] for v in pools}
+
+    def draw(vocabulary: int) -> str:
+        if not left[vocabulary]:
+            left[vocabulary] = rng.sample(pools[vocabulary], len(pools[vocabulary]))
+        return left[vocabulary].pop()
+
+    cases: dict[str, list[tuple[int | None, str]]] = {}
+    for name, (low, high) in CLASSES.items():
+        ranks = list(range(low, high))
+        rng.shuffle(ranks)
+        cases[name] = [(ranks[i % len(ranks)], draw(probe.vocab_of[ranks[i % len(ranks)]])) for i in range(count)]
+    cases["unscoped"] = [(None, draw(rng.randrange(len(PROJECTS)))) for _ in range(count)]
+    return cases
+
+
+WARM_UP_CALLS = 20
+
+
+async def http_section(store: Store, probe: Probe, queries: int, work_dir: Path, passes: int = 1) -> dict[str, Any]:
+    """p50/p95 over HTTP per mode and class. Each (pass, mode, class) runs on a server process of its own, so its
+    query-vector cache starts empty and every question is embedded (unless the class repeats it), as real
+    questions are (0.6 % of LoCoMo's repeat); the database stays up, so pass 1 meets pages outside
+    shared_buffers (read from the OS cache or disk) and later passes what stayed in them."""
     async with probe.db.unit_of_work() as session:
         token, _ = await AuthService(session).create_token(f"bench-scale-{uuid.uuid4().hex[:6]}", Role.reader)
     meter = CpuMeter(store.embedded.pgdata)
     out: dict[str, Any] = {}
-    cases = scoped_cases(probe, queries, seed=1)
-    async with http_server(store.url, work_dir, meter, None, probe.model) as mcp_url:
-        warm = [{"action": "search", "query": q} for _, q in cases["unscoped"][:20]]
-        await run_http(mcp_url, token, warm, 1)
+    cases = distinct_cases(probe, queries, seed=1)
+    # Warm-up questions (the server's first calls pay its connections and statement caches): a vocabulary's
+    # questions no class draws soon, asked unscoped.
+    warm = [{"action": "search", "query": q} for q in sorted({q.text for q in generate_queries(40, seed=SEED - 1)})]
+    for number in range(1, passes + 1):
+        results = out if number == 1 else out.setdefault(f"pass {number}", {})
         for mode, extra in (("hybrid", {}), ("vector", {"hybrid": False})):
             for name, rows in cases.items():
                 calls = []
@@ -504,16 +541,46 @@ async def http_section(store: Store, probe: Probe, queries: int, work_dir: Path)
                     if rank is not None:
                         arguments["cwd"] = project_path(rank)
                     calls.append(arguments)
-                before = meter.snapshot()
-                latencies, _wall = await run_http(mcp_url, token, calls, 1)
-                summary = {**summary_ms(latencies), "machine": meter.since(before)}
-                out[f"{mode} {name}"] = summary
+                # The server's query-vector cache, replayed: which calls found their question's vector there.
+                cache = QueryVectorCache(QUERY_CACHE_ENTRIES)
+                _cache_hits(cache, probe.model, warm[:WARM_UP_CALLS])
+                cached = _cache_hits(cache, probe.model, calls)
+                async with http_server(store.url, work_dir, meter, None, probe.model) as mcp_url:
+                    await run_http(mcp_url, token, warm[:WARM_UP_CALLS], 1)
+                    before = meter.snapshot()
+                    latencies, _wall = await run_http(mcp_url, token, calls, 1)  # one client: in the calls' order
+                summary = _http_summary(latencies, cached, meter.since(before))
+                results[f"{mode} {name}"] = summary
+                embedded = summary["embedded"]
+                alone = f", embedded p50 {embedded['p50']:.1f} p95 {embedded['p95']:.1f}" if embedded else ""
                 print(
-                    f"  http {mode:<6} {name:<8}: p50 {summary['p50']:6.1f} ms  p95 {summary['p95']:6.1f} ms  "
-                    f"(n {summary['n']}, load1 {summary['machine']['load1']})",
+                    f"  http pass {number} {mode:<6} {name:<8}: p50 {summary['p50']:6.1f} ms  p95 "
+                    f"{summary['p95']:6.1f} ms  (n {summary['n']}, cache hits {summary['query_cache_hits']}{alone}, "
+                    f"load1 {summary['machine']['load1']})",
                     flush=True,
                 )
     return out
+
+
+def _http_summary(latencies: list[float], cached: list[bool], machine: dict[str, Any]) -> dict[str, Any]:
+    embedded = [seconds for seconds, hit in zip(latencies, cached, strict=True) if not hit]
+    return {
+        **summary_ms(latencies),
+        "query_cache_hits": sum(cached),
+        "embedded": summary_ms(embedded) if embedded else None,  # the calls that embedded their question
+        "machine": machine,
+    }
+
+
+def _cache_hits(cache: QueryVectorCache, model: str, calls: list[dict[str, Any]]) -> list[bool]:
+    """Per call, in order: whether its question's vector is in the server's cache when it is asked."""
+    hits = []
+    for call in calls:
+        key = (model, call["query"])
+        hits.append(cache.get(key) is not None)
+        if not hits[-1]:
+            cache.put(key, [])
+    return hits
 
 
 def _where(probe: Probe, rank: int | None) -> SearchFilter:
@@ -920,12 +987,14 @@ async def measure(store: Store, base: Base, args: argparse.Namespace, work_dir: 
         },
         "store": {k: v for k, v in store.marker.items() if k != "hnsw_definition"},
     }
+    async with probe.db.unit_of_work() as session:
+        results["shared_buffers"] = (await session.execute(text("SHOW shared_buffers"))).scalar_one()
     try:
         sections = set(args.sections)
         if "sizes" in sections:
             results["sizes"] = await sizes_section(probe)
         if "http" in sections:
-            results["http"] = await http_section(store, probe, args.queries, work_dir)
+            results["http"] = await http_section(store, probe, args.queries, work_dir, args.http_passes)
         if "plan" in sections:
             results["plan"] = await plan_section(probe, args.plan_queries)
         if "recall" in sections:
@@ -972,10 +1041,16 @@ def main() -> None:
         help="measure the store in whatever stage it is (e.g. beside a build still running): no loading",
     )
     parser.add_argument("--write-rows", type=int, default=2000, help="thoughts the writes section stores")
+    parser.add_argument("--http-passes", type=int, default=1, help="times the http section asks every question")
+    parser.add_argument(
+        "--shared-buffers-mb",
+        type=int,
+        help="the store's shared_buffers in MB (applied by restarting it; default: the service's own setting)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     base = synthetic_base() if args.synthetic_base else load_base(args.model)
-    store = open_store(args.thoughts, synthetic=args.synthetic_base)
+    store = open_store(args.thoughts, synthetic=args.synthetic_base, buffers_mb=args.shared_buffers_mb)
     try:
         if not args.as_it_stands:
             asyncio.run(build(store, base, args.model))
