@@ -18,19 +18,34 @@ from urllib.parse import quote
 logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "synaptomind"
-SHARED_BUFFERS_CAP_MB = 1024
+SHARED_BUFFERS_CAP_MB = 8192
 BUFFER_PAGE_KB = 8  # PostgreSQL's block size: shared_buffers counts these pages
+# Where a container's memory limit is read (cgroup v2, then v1); a limit above the machine's memory means none.
+CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
 
 
 def shared_buffers_mb(ram_bytes: int) -> int:
-    """A quarter of the machine's memory, 128 MB to 1 GB: PostgreSQL's 128 MB default holds less than the HNSW
-    index and the thought rows of 100 k thoughts, and a search that reads them from the OS cache instead costs
-    ~2 ms more (docs/BENCHMARKS.md). The memory is only taken as pages are used."""
+    """A quarter of the memory, 128 MB to 8 GB (PostgreSQL's own advice for a server that shares its machine).
+    PostgreSQL's 128 MB default holds less than the HNSW index and the thought rows of 100 k thoughts; at 1 M
+    thoughts the pages a search reads take ~4.7 GB, and with 1 GB of buffers instead of 6 GB a search at 1 M took
+    up to 1.6× as long at p95 (docs/BENCHMARKS.md, "Seventeenth session"). The memory is only taken as pages are
+    used."""
     return max(128, min(SHARED_BUFFERS_CAP_MB, ram_bytes // 4 // 2**20))
 
 
 def machine_ram_bytes() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """The machine's memory, or the container's limit when it is lower: a quarter of the host's memory inside a
+    smaller container would fill the container with buffers as the store grows."""
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in CGROUP_MEMORY_LIMITS:
+        try:
+            limit = path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            return min(ram, int(limit))
+        return ram  # "max": no limit
+    return ram
 
 
 def tuned_server_settings(buffers_mb: int | None = None) -> dict[str, str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.db.embedded import EmbeddedPostgres, shared_buffers_mb, tuned_server_settings
+from app.db import embedded as embedded_module
+from app.db.embedded import EmbeddedPostgres, machine_ram_bytes, shared_buffers_mb, tuned_server_settings
 
 SMALL = {"shared_buffers": "2048", "shared_preload_libraries": "pg_prewarm"}  # 16 MB: keeps the test light
 
@@ -33,11 +34,33 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         os.kill(int(postmaster.read_text().split()[0]), signal.SIGINT)
 
 
-def test_the_default_buffers_are_a_quarter_of_memory_between_128_mb_and_1_gb() -> None:
-    assert shared_buffers_mb(24 * 2**30) == 1024
+def test_the_default_buffers_are_a_quarter_of_memory_between_128_mb_and_8_gb() -> None:
+    assert shared_buffers_mb(64 * 2**30) == 8192
+    assert shared_buffers_mb(24 * 2**30) == 6144
     assert shared_buffers_mb(2 * 2**30) == 512
     assert shared_buffers_mb(256 * 2**20) == 128
     assert tuned_server_settings(1024) == {"shared_buffers": "131072", "shared_preload_libraries": "pg_prewarm"}
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected"),
+    [
+        ({"v2": "2147483648\n"}, 2 * 2**30),  # a container of 2 GB: its quarter, not the host's
+        ({"v2": "max\n", "v1": "2147483648\n"}, None),  # v2 says no limit: v1's file is not read
+        ({"v1": "2147483648\n"}, 2 * 2**30),
+        ({"v1": str(2**63 - 4096)}, None),  # v1's "no limit" is a number above the machine's memory
+        ({}, None),  # no cgroup files: the machine's memory
+    ],
+)
+def test_the_memory_counted_is_the_containers_limit_when_lower(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limits: dict[str, str], expected: int | None
+) -> None:
+    files = {"v2": tmp_path / "memory.max", "v1": tmp_path / "memory.limit_in_bytes"}
+    for version, content in limits.items():
+        files[version].write_text(content)
+    monkeypatch.setattr(embedded_module, "CGROUP_MEMORY_LIMITS", (files["v2"], files["v1"]))
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert machine_ram_bytes() == (ram if expected is None else min(ram, expected))
 
 
 def test_a_fresh_server_restarts_once_with_the_settings_and_still_stops_with_its_owner(data_dir: Path) -> None:
