@@ -549,7 +549,8 @@ async def http_section(store: Store, probe: Probe, queries: int, work_dir: Path,
                     await run_http(mcp_url, token, warm[:WARM_UP_CALLS], 1)
                     before = meter.snapshot()
                     latencies, _wall = await run_http(mcp_url, token, calls, 1)  # one client: in the calls' order
-                summary = _http_summary(latencies, cached, meter.since(before))
+                    used = meter.since(before)  # while the server and its backends still run
+                summary = _http_summary(latencies, cached, used)
                 results[f"{mode} {name}"] = summary
                 embedded = summary["embedded"]
                 alone = f", embedded p50 {embedded['p50']:.1f} p95 {embedded['p95']:.1f}" if embedded else ""
