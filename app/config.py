@@ -131,7 +131,7 @@ class HealthSettings(SettingsGroup):
 
 
 class EmbeddedDatabaseSettings(SettingsGroup):
-    shared_buffers_mb: int | None = Field(default=None, ge=16)  # None: a quarter of RAM, 128 MB to 1 GB
+    shared_buffers_mb: int | None = Field(default=None, ge=16)  # None: a quarter of memory, 128 MB to 8 GB
 
 
 class RateLimitSettings(SettingsGroup):
