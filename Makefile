@@ -69,7 +69,8 @@ bench-search: $(STAMP) model
 # Many tenants (bench/scale.py, docs/BENCHMARKS.md "Many tenants"): 1,000 projects of long-tailed sizes at 10 k,
 # 100 k and 1 M thoughts, one stage after the other, each store built once in bench/.data/scale-<N> (reruns reuse
 # it; an interrupted load resumes). One stage: make bench-scale ARGS='--thoughts 100000'. Needs the 100 k e5 set
-# of `make bench` (bench/.data/100000-<model folder>, built first if missing). The 1 M store takes ~1 h on 2 cores.
+# of `make bench` (bench/.data/100000-<model folder>, built first if missing). The 1 M store takes ~25 min on 2
+# free cores (22 min measured), an hour or more beside other work.
 bench-scale: $(STAMP) model
 ifeq ($(strip $(ARGS)),)
 	$(BIN)/python -m bench.scale --thoughts 10000
