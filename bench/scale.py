@@ -528,8 +528,8 @@ async def http_section(store: Store, probe: Probe, queries: int, work_dir: Path,
     meter = CpuMeter(store.embedded.pgdata)
     out: dict[str, Any] = {}
     cases = distinct_cases(probe, queries, seed=1)
-    # Warm-up questions (the server's first calls pay its connections and statement caches): a vocabulary's
-    # questions no class draws soon, asked unscoped.
+    # Warm-up calls (a server's first calls pay its connections and statement caches): questions of another seed,
+    # asked unscoped; a class that draws one of them finds it cached, and the replayed cache counts it.
     warm = [{"action": "search", "query": q} for q in sorted({q.text for q in generate_queries(40, seed=SEED - 1)})]
     for number in range(1, passes + 1):
         results = out if number == 1 else out.setdefault(f"pass {number}", {})
