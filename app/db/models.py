@@ -202,12 +202,12 @@ class ProjectMember(Base):
     )
 
 
+# The text-search configuration of `tsv` (and so of every BM25 lexeme: queries are parsed with it too).
+TEXT_SEARCH_CONFIG = "english"
 # A thought whose stored content facts (`lexemes`, `content_md5`) are missing or disagree with its content. `IS TRUE`
 # (the disjunction is never NULL): a test of one expression, which the planner estimates from the statistics object
 # `thought_content_facts_stale` on it (migration 0024) — as the disjunction itself it guessed ~40 % of the rows and
 # read the whole heap instead of the partial index.
-# The text-search configuration of `tsv` (and so of every BM25 lexeme: queries are parsed with it too).
-TEXT_SEARCH_CONFIG = "english"
 CONTENT_FACTS_DIFFER = "lexemes IS DISTINCT FROM length(tsv) OR content_md5 IS DISTINCT FROM md5(content)::uuid"
 CONTENT_FACTS_STALE = f"({CONTENT_FACTS_DIFFER}) IS TRUE"
 SHORT_CONTENT = 10  # characters once trimmed: the health check too_short_content

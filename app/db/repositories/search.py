@@ -27,16 +27,23 @@ from sqlalchemy import (
     select,
     tuple_,
 )
-from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY, UUID
+from sqlalchemy.dialects.postgresql import TSQUERY, UUID
 from sqlalchemy.engine import Result
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from app.config import Bm25Settings
 from app.db.engine import execute_core
-from app.db.models import TEXT_SEARCH_CONFIG, Edge, EdgeType, LexicalCorpus, LexicalTerm, Thought, ThoughtStatus
+from app.db.models import Edge, EdgeType, LexicalCorpus, LexicalTerm, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import FilterShape, ThoughtFilter, VectorScan, id_in_param, thought_select
+from app.db.repositories.thoughts import (
+    TSV_CONFIG,
+    FilterShape,
+    ThoughtFilter,
+    VectorScan,
+    id_in_param,
+    thought_select,
+)
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
 
 # The lexical leg's candidates are the thoughts holding the query's rarer lexemes: lexemes are taken rarest first
@@ -183,7 +190,7 @@ def _lexical_statistics_statement(scoped: bool) -> Select[*tuple[Any, ...]]:
     """The query's lexemes known to the scope, with their document frequencies and the scope's corpus size
     (every project's summed when unscoped): migration 0009's tables."""
     project = bindparam("filter_project", type_=UUID(as_uuid=True))
-    words = func.to_tsvector(cast(TEXT_SEARCH_CONFIG, REGCONFIG), bindparam("words", type_=Text))
+    words = func.to_tsvector(TSV_CONFIG, bindparam("words", type_=Text))
     terms = select(func.unnest(func.tsvector_to_array(words)).label("lexeme")).subquery("terms")
     sizes = select(func.coalesce(func.sum(LexicalCorpus.thoughts), 0), func.coalesce(func.sum(LexicalCorpus.tokens), 0))
     holds = LexicalTerm.lexeme == terms.c.lexeme

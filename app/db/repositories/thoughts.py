@@ -66,7 +66,8 @@ def content_md5(content: str) -> str:
 
 # The content's facts (migration 0024), written with it: the health report reads them from indexes (the checks stay
 # exact for a row written around this module: app.db.models.CONTENT_FACTS_STALE). `tsv` is generated from the content
-# with this configuration (models.Thought.tsv); its length is the number of distinct lexemes.
+# with this configuration (models.Thought.tsv), and BM25 queries are parsed with it (app.db.repositories.search); its
+# length is the number of distinct lexemes.
 TSV_CONFIG: ColumnElement[Any] = literal_column(f"'{TEXT_SEARCH_CONFIG}'::regconfig")
 LEXEMES_OF = "lexemes_of"  # an executemany's content again, bound for the lexeme count (`content` is the column's)
 
