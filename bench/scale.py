@@ -477,34 +477,29 @@ async def make_probe(store: Store, base: Base, model: str, *, as_it_stands: bool
     return Probe(store.url, db, runtime, model, projects, queries, vocab_of)
 
 
-def scoped_cases(probe: Probe, count: int, seed: int) -> dict[str, list[tuple[int | None, str]]]:
-    """`count` (project rank or None, query text) per class, projects taken round the class, and unscoped."""
+def scoped_cases(
+    probe: Probe, count: int, seed: int, *, without_replacement: bool = False
+) -> dict[str, list[tuple[int | None, str]]]:
+    """`count` (project rank or None, query text) per class, projects taken round the class, and unscoped.
+    `without_replacement`: each vocabulary's questions drawn without replacement from every distinct question
+    bench.dataset can ask in it (206–345 each), so a class repeats a question only past that many; otherwise drawn
+    with replacement from the probe's 200."""
     rng = random.Random(seed)
-    cases: dict[str, list[tuple[int | None, str]]] = {}
-    for name, (low, high) in CLASSES.items():
-        ranks = list(range(low, high))
-        rng.shuffle(ranks)
-        cases[name] = [
-            (ranks[i % len(ranks)], rng.choice(probe.queries[probe.vocab_of[ranks[i % len(ranks)]]]))
-            for i in range(count)
-        ]
-    cases["unscoped"] = [(None, rng.choice(probe.queries[rng.randrange(len(PROJECTS))])) for _ in range(count)]
-    return cases
+    if without_replacement:
+        pools = {
+            v: sorted({q.text for q in generate_queries(3000, seed=SEED + v, project=v)}) for v in range(len(PROJECTS))
+        }
+        left: dict[int, list[str]] = {v: [] for v in pools}
 
+        def draw(vocabulary: int) -> str:
+            if not left[vocabulary]:
+                left[vocabulary] = rng.sample(pools[vocabulary], len(pools[vocabulary]))
+            return left[vocabulary].pop()
 
-def distinct_cases(probe: Probe, count: int, seed: int) -> dict[str, list[tuple[int | None, str]]]:
-    """As scoped_cases, but each vocabulary's questions drawn without replacement from every distinct question
-    bench.dataset can ask in it (206–345 each), so a class repeats a question only past that many."""
-    rng = random.Random(seed)
-    pools = {
-        v: sorted({q.text for q in generate_queries(3000, seed=SEED + v, project=v)}) for v in range(len(PROJECTS))
-    }
-    left: dict[int, list[str]] = {v: [] for v in pools}
+    else:
 
-    def draw(vocabulary: int) -> str:
-        if not left[vocabulary]:
-            left[vocabulary] = rng.sample(pools[vocabulary], len(pools[vocabulary]))
-        return left[vocabulary].pop()
+        def draw(vocabulary: int) -> str:
+            return rng.choice(probe.queries[vocabulary])
 
     cases: dict[str, list[tuple[int | None, str]]] = {}
     for name, (low, high) in CLASSES.items():
@@ -527,7 +522,7 @@ async def http_section(store: Store, probe: Probe, queries: int, work_dir: Path,
         token, _ = await AuthService(session).create_token(f"bench-scale-{uuid.uuid4().hex[:6]}", Role.reader)
     meter = CpuMeter(store.embedded.pgdata)
     out: dict[str, Any] = {}
-    cases = distinct_cases(probe, queries, seed=1)
+    cases = scoped_cases(probe, queries, seed=1, without_replacement=True)
     # Warm-up calls (a server's first calls pay its connections and statement caches): questions of another seed,
     # asked unscoped; a class that draws one of them finds it cached, and the replayed cache counts it.
     warm = [{"action": "search", "query": q} for q in sorted({q.text for q in generate_queries(40, seed=SEED - 1)})]
