@@ -43,6 +43,7 @@ from app.db.embedded import EmbeddedPostgres
 from app.db.engine import Database, build_engine
 from app.db.models import Role
 from app.db.records import Principal
+from app.db.repositories.projects import ProjectRepository
 from app.embedding.profiles import OFFLINE_MINILM
 from app.embedding.runtime import EmbeddingRuntime
 from app.mcp.dispatch import dispatch
@@ -72,11 +73,7 @@ class Bench:
         name = f"bench-graph-{uuid.uuid4().hex[:8]}"
         async with self.db.unit_of_work() as session:
             self.principal = await AuthService(session).ensure_user(name, Role.writer)
-            self.project = (
-                await session.execute(
-                    text("INSERT INTO project (id, name) VALUES (gen_random_uuid(), :n) RETURNING id"), {"n": name}
-                )
-            ).scalar_one()
+            self.project = await ProjectRepository(session).insert(name, None, None)  # open to everyone
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """One dispatch call: (payload, seconds). Any error invalidates the run."""

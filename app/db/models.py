@@ -183,7 +183,8 @@ class ProjectMember(Base):
     everyone. A caller's role in a project is the lower of their global role and their strongest row here
     (their own or everyone's); a project without a row for them is invisible to them (app.db.visibility).
     Every project gets an everyone row with role `admin` when it is inserted (trigger
-    `project_open_to_everyone`), so a project is open until an admin removes that row."""
+    `project_open_to_everyone`, and app.db.repositories.projects where Citus cannot run the trigger), so a
+    project is open until an admin removes that row."""
 
     __tablename__ = "project_member"
     id: Mapped[uuid.UUID] = _uuid_pk()

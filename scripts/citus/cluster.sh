@@ -31,6 +31,9 @@ synchronous_commit = off
 full_page_writes = off
 shared_buffers = 256MB
 citus.enable_unsafe_triggers = on
+# The distributed tables have foreign keys to reference tables (project): Citus then needs a transaction's
+# multi-shard writes over one connection per node, or a later write to a reference table is refused.
+citus.multi_shard_modify_mode = 'sequential'
 CONF
     fi
     as_postgres "$bin/pg_ctl" -D "$data" -l "$dir/$node.log" -w status >/dev/null 2>&1 \

@@ -10,8 +10,11 @@
 --     proposal's source, links, hits and primers reference thought(project_id, id); an edge's or a proposal's
 --     *target* may be in another project, so that reference has no foreign key (its cascade is lost);
 --   * triggers on distributed tables need citus.enable_unsafe_triggers (set by cluster.sh).
+--   * `project_open_to_everyone` (a trigger on project writing project_member) is dropped: a trigger on a shard
+--     cannot write a reference table. ProjectRepository writes the everyone row in the project's transaction.
 BEGIN;
 SET LOCAL citus.enable_unsafe_triggers TO on;
+DROP TRIGGER IF EXISTS project_open_to_everyone ON project;
 SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
 
 -- Foreign keys into thought(id) go first; they come back as composite ones below.

@@ -12,7 +12,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import execute_core
-from app.db.models import Project, Thought
+from app.db.models import Project, ProjectMember, Role, Thought
 from app.db.project_indexes import has_project_index
 from app.db.records import ProjectRecord
 from app.db.visibility import UNSCOPED, forget_roles
@@ -132,8 +132,19 @@ class ProjectRepository:
         await self.session.execute(
             insert(Project).values(id=project_id, name=name, local_path=local_path, description=description)
         )
-        forget_roles(self.session)  # open to everyone (migration 0017's trigger): the caller's roles change
+        await self._open_to_everyone(project_id)
         return project_id
+
+    async def _open_to_everyone(self, project_id: uuid.UUID) -> None:
+        """Every new project is open to everyone (role admin) until an admin closes it. On one node migration
+        0017's trigger has written the row already (and still does for every path); Citus cannot run that trigger
+        (scripts/citus/distribute.sql drops it), so the row is written here too, in the project's transaction."""
+        await self.session.execute(
+            pg_insert(ProjectMember)
+            .values(id=new_id(), project_id=project_id, user_id=None, role=Role.admin)
+            .on_conflict_do_nothing(index_elements=[ProjectMember.project_id, ProjectMember.user_id])
+        )
+        forget_roles(self.session)  # the caller's roles change
 
     async def update_fields(self, project_id: uuid.UUID, values: dict[str, Any]) -> None:
         await self.session.execute(
@@ -171,8 +182,9 @@ class ProjectRepository:
             .on_conflict_do_nothing()
             .returning(Project.id)
         )
-        if created.first() is not None:
-            forget_roles(self.session)  # open to everyone (migration 0017's trigger)
+        created_id = created.scalar_one_or_none()
+        if created_id is not None:
+            await self._open_to_everyone(created_id)
         row = (await self.session.execute(default)).first()
         if row is None:  # the name 'default' is taken by an ordinary project
             raise RuntimeError("no default project and the name 'default' is taken")

@@ -77,7 +77,8 @@ class SlotService:
         await self.session.execute(
             statement.on_conflict_do_update(
                 index_elements=[Slot.project_id, Slot.name],
-                set_={"content": statement.excluded.content, "updated_at": func.now()},
+                # excluded.updated_at is the default, now(): the same moment, and an expression Citus accepts here
+                set_={"content": statement.excluded.content, "updated_at": statement.excluded.updated_at},
             )
         )
 

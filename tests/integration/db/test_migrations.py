@@ -18,13 +18,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from alembic import command
 from app.db import graphs, migrations, project_indexes
 from app.db.engine import Database
 from app.db.models import Base
+from app.db.repositories.projects import ProjectRepository
 
 MODEL_TABLES = {table.name for table in Base.metadata.sorted_tables}
 ENUM_TYPES = {"thought_status", "edge_type", "user_role", "proposal_status"}
@@ -237,6 +238,32 @@ async def test_every_project_is_open_to_everyone_after_0017(scratch_url: str) ->
     assert migrated == [(before, None, "admin")]
     assert sorted(inserted, key=str) == sorted([(before, None, "admin"), (after, None, "admin")], key=str)
     assert dropped and projects == 2  # the downgrade drops the memberships, not the projects
+
+
+async def test_the_repository_opens_a_new_project_to_everyone_without_the_trigger(scratch_url: str) -> None:
+    """Citus cannot run `project_open_to_everyone` (scripts/citus/distribute.sql drops it), so ProjectRepository
+    writes the everyone row itself, for an ordinary project and for the default one; on one node, where the trigger
+    wrote it already, its own write is a no-op (one row, not two)."""
+    everyone = "SELECT count(*) FROM project_member WHERE project_id = :id AND user_id IS NULL AND role = 'admin'"
+    await asyncio.to_thread(migrations.upgrade, scratch_url)
+    engine = await _engine(scratch_url)
+    # Rolled back: the scratch database keeps its trigger and its default project.
+    async with AsyncSession(engine) as session, session.begin() as transaction:
+        repository = ProjectRepository(session)
+        with_trigger = await repository.insert(f"with trigger {uuid.uuid4()}", None, None)
+        await session.execute(text("ALTER TABLE project DISABLE TRIGGER project_open_to_everyone"))
+        await session.execute(text("DELETE FROM project WHERE is_default"))
+        by_sql = uuid.uuid4()
+        await session.execute(
+            text("INSERT INTO project (id, name) VALUES (:id, :name)"), {"id": by_sql, "name": str(by_sql)}
+        )
+        without_trigger = await repository.insert(f"without trigger {uuid.uuid4()}", None, None)
+        default = (await repository.ensure_default()).id
+        projects = (with_trigger, by_sql, without_trigger, default)
+        rows = [(await session.execute(text(everyone), {"id": p})).scalar_one() for p in projects]
+        await transaction.rollback()
+    await engine.dispose()
+    assert rows == [1, 0, 1, 1]
 
 
 async def _shared_graphs(engine: AsyncEngine) -> list[tuple[str, bool, list[str]]]:
