@@ -34,6 +34,11 @@ citus.enable_unsafe_triggers = on
 # The distributed tables have foreign keys to reference tables (project): Citus then needs a transaction's
 # multi-shard writes over one connection per node, or a later write to a reference table is refused.
 citus.multi_shard_modify_mode = 'sequential'
+# The HNSW settings the service sets per connection (app.db.vector) stay on the coordinator's connection; the
+# shards walk the graphs, so they get them here, and a transaction's SET LOCAL (a wider ef_search) is passed on.
+hnsw.iterative_scan = relaxed_order
+hnsw.ef_search = 200  # app.db.vector.HNSW_EF_SEARCH
+citus.propagate_set_commands = 'local'
 CONF
     fi
     as_postgres "$bin/pg_ctl" -D "$data" -l "$dir/$node.log" -w status >/dev/null 2>&1 \

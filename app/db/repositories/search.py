@@ -25,6 +25,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    text,
     tuple_,
 )
 from sqlalchemy.dialects.postgresql import TSQUERY, UUID
@@ -45,6 +46,7 @@ from app.db.repositories.thoughts import (
     thought_select,
 )
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param
+from app.db.visibility import UNSCOPED
 
 # The lexical leg's candidates are the thoughts holding the query's rarer lexemes: lexemes are taken rarest first
 # while their document frequencies add up to at most CANDIDATE_BUDGET (the rarest always), and at most
@@ -453,7 +455,9 @@ class SearchRepository:
         """
         ef_search = hnsw_ef_search(pool, unscoped=where.project_id is None, scan=where.vector_scan)
         if ef_search != HNSW_EF_SEARCH:
-            await self._execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
+            # SET LOCAL rather than set_config(): Citus passes SET LOCAL on to the shards' connections
+            # (citus.propagate_set_commands = local, scripts/citus/cluster.sh), where the walk runs.
+            await self._execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}").execution_options(**UNSCOPED))
         scan = where.vector_scan
         project_id = where.project_id if scan is VectorScan.PROJECT_INDEX else None  # a statement per project
         # With the project written into the statement, its `filter_project` value is left unused.
