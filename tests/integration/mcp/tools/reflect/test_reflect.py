@@ -219,6 +219,17 @@ async def test_reflect_without_cwd_splits_global_slots_and_default_project_thoug
     assert len(await tagged(writer, "reflect")) == 4
 
 
+async def test_a_rewritten_slot_is_stamped_anew(writer: ToolCaller) -> None:
+    """A slot written again takes the writing transaction's time (the upsert's `excluded.updated_at`, the column's
+    default now()), not the first write's."""
+    stamp = "SELECT updated_at FROM slot WHERE name = 'project_context' AND project_id IS NULL"
+    await reflect(writer, summary="First session")
+    [(first,)] = await rows(writer, stamp)
+    await reflect(writer, summary="Second session")
+    [(second,)] = await rows(writer, stamp)
+    assert second > first
+
+
 async def test_reflect_refusals_write_nothing(writer: ToolCaller, reader: ToolCaller) -> None:
     await project(writer, "Notes")
     before = await snapshot(writer.context)
