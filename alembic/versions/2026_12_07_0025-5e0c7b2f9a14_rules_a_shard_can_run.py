@@ -72,8 +72,9 @@ $$
 """
 )
 
+# 0009's deletion, for the downgrade (its DECLAREd variables go unused there).
 LEXICAL_COUNT_JOINED = (
-    _COUNT_HEAD.replace("DECLARE\n    project uuid;\n    spent text[];\n", "")
+    _COUNT_HEAD
     + """
     IF -1 = ANY(signs) THEN
         DELETE FROM lexical_term t

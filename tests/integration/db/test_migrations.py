@@ -247,22 +247,24 @@ async def test_the_repository_opens_a_new_project_to_everyone_without_the_trigge
     everyone = "SELECT count(*) FROM project_member WHERE project_id = :id AND user_id IS NULL AND role = 'admin'"
     await asyncio.to_thread(migrations.upgrade, scratch_url)
     engine = await _engine(scratch_url)
-    # Rolled back: the scratch database keeps its trigger and its default project.
-    async with AsyncSession(engine) as session, session.begin() as transaction:
-        repository = ProjectRepository(session)
-        with_trigger = await repository.insert(f"with trigger {uuid.uuid4()}", None, None)
-        await session.execute(text("ALTER TABLE project DISABLE TRIGGER project_open_to_everyone"))
-        await session.execute(text("DELETE FROM project WHERE is_default"))
-        by_sql = uuid.uuid4()
-        await session.execute(
-            text("INSERT INTO project (id, name) VALUES (:id, :name)"), {"id": by_sql, "name": str(by_sql)}
-        )
-        without_trigger = await repository.insert(f"without trigger {uuid.uuid4()}", None, None)
-        default = (await repository.ensure_default()).id
-        projects = (with_trigger, by_sql, without_trigger, default)
-        rows = [(await session.execute(text(everyone), {"id": p})).scalar_one() for p in projects]
-        await transaction.rollback()
-    await engine.dispose()
+    try:
+        # Rolled back: the scratch database keeps its trigger and its default project.
+        async with AsyncSession(engine) as session, session.begin() as transaction:
+            repository = ProjectRepository(session)
+            with_trigger = await repository.insert(f"with trigger {uuid.uuid4()}", None, None)
+            await session.execute(text("ALTER TABLE project DISABLE TRIGGER project_open_to_everyone"))
+            await session.execute(text("DELETE FROM project WHERE is_default"))
+            by_sql = uuid.uuid4()
+            await session.execute(
+                text("INSERT INTO project (id, name) VALUES (:id, :name)"), {"id": by_sql, "name": str(by_sql)}
+            )
+            without_trigger = await repository.insert(f"without trigger {uuid.uuid4()}", None, None)
+            default = (await repository.ensure_default()).id
+            projects = (with_trigger, by_sql, without_trigger, default)
+            rows = [(await session.execute(text(everyone), {"id": p})).scalar_one() for p in projects]
+            await transaction.rollback()
+    finally:
+        await engine.dispose()
     assert rows == [1, 0, 1, 1]
 
 
