@@ -49,7 +49,9 @@ CONF
   for i in 0 1 2; do
     $psql -p $((port + i)) -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'synapto'" | grep -q 1 \
       || $psql -p $((port + i)) -d postgres -c "CREATE DATABASE synapto"
-    $psql -p $((port + i)) -d synapto -c "CREATE EXTENSION IF NOT EXISTS citus; CREATE EXTENSION IF NOT EXISTS vector"
+    # Once a worker is in the cluster it refuses DDL, even a no-op IF NOT EXISTS: a restart skips this.
+    $psql -p $((port + i)) -d synapto -tAc "SELECT count(*) FROM pg_extension WHERE extname IN ('citus', 'vector')" \
+      | grep -q 2 || $psql -p $((port + i)) -d synapto -c "CREATE EXTENSION IF NOT EXISTS citus; CREATE EXTENSION IF NOT EXISTS vector"
   done
   $psql -p "$port" -d synapto -c "SELECT citus_set_coordinator_host('127.0.0.1', $port)" >/dev/null
   for i in 1 2; do
