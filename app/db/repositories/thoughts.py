@@ -29,8 +29,21 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.locks import RowLock, row_locked
-from app.db.models import TEXT_SEARCH_CONFIG, Edge, EdgeType, Project, Thought, ThoughtStatus
+from app.db.models import (
+    TEXT_SEARCH_CONFIG,
+    Edge,
+    EdgeType,
+    PlacementProposal,
+    Primer,
+    Project,
+    Thought,
+    ThoughtHit,
+    ThoughtStatus,
+    ThoughtUrlLink,
+)
 from app.db.records import ProjectRecord, ThoughtRecord
+from app.db.row_locks import lock_rows
+from app.db.visibility import UNSCOPED
 
 # The project's name through its table, not its ORM entity: the visibility rule (app.db.visibility) leaves the
 # join alone, so a global thought of a project the caller cannot see still reads with its project's name.
@@ -243,6 +256,16 @@ class Narrowing:
         return clauses
 
 
+# A thought's followers: (table, the column naming the thought) of the rows that share its project.
+_FOLLOWERS = (
+    (Edge, Edge.source_id),
+    (ThoughtUrlLink, ThoughtUrlLink.thought_id),
+    (ThoughtHit, ThoughtHit.thought_id),
+    (Primer, Primer.thought_id),
+    (PlacementProposal, PlacementProposal.source_id),
+)
+
+
 class ThoughtRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -262,23 +285,24 @@ class ThoughtRepository:
         return [ThoughtRecord(project_name=project_name, **row._mapping) for row in inserted]
 
     async def get(self, thought_id: uuid.UUID, *, for_update: bool = False) -> ThoughtRecord | None:
-        statement = thought_select().where(Thought.id == thought_id)
         if for_update:
-            statement = statement.with_for_update(of=Thought)
-        row = (await self.session.execute(statement)).first()
+            rows = await lock_rows(self.session, thought_select(), Thought, [thought_id], "update")
+            return to_record(rows[0]) if rows else None
+        row = (await self.session.execute(thought_select().where(Thought.id == thought_id))).first()
         return to_record(row) if row else None
 
     async def get_many(
         self, thought_ids: Sequence[uuid.UUID], *, lock: RowLock | None = None
     ) -> dict[uuid.UUID, ThoughtRecord]:
-        """The thoughts that exist, optionally locked until the transaction ends (in id order, so two
-        callers locking overlapping sets cannot deadlock): `key share` keeps them from being deleted,
-        `no key update` also from being updated, for a read-modify-write of their fields."""
+        """The thoughts that exist, optionally locked until the transaction ends (app.db.row_locks: project by
+        project, in id order, so two callers locking overlapping sets cannot deadlock): `key share` keeps them
+        from being deleted, `no key update` also from being updated, for a read-modify-write of their fields."""
         if not thought_ids:
             return {}
-        statement = thought_select().where(id_in(Thought.id, set(thought_ids)))
         if lock is not None:
-            statement = row_locked(statement.order_by(Thought.id), lock, Thought)
+            rows = await lock_rows(self.session, thought_select(), Thought, set(thought_ids), lock)
+            return {row.id: to_record(row) for row in rows}
+        statement = thought_select().where(id_in(Thought.id, set(thought_ids)))
         return {row.id: to_record(row) for row in await self.session.execute(statement)}
 
     async def projects_of(
@@ -288,10 +312,14 @@ class ThoughtRepository:
         of their projects checks the caller's role there (app.services.admin.membership.require_role)."""
         if not thought_ids:
             return {}
-        statement = select(Thought.id, Thought.project_id).where(id_in(Thought.id, set(thought_ids)))
+        statement = select(Thought.id, Thought.project_id)
         if lock is not None:
-            statement = row_locked(statement.order_by(Thought.id), lock, Thought)
-        return {row.id: row.project_id for row in await self.session.execute(statement)}
+            rows = await lock_rows(self.session, statement, Thought, set(thought_ids), lock)
+            return {row.id: row.project_id for row in rows}
+        return {
+            row.id: row.project_id
+            for row in await self.session.execute(statement.where(id_in(Thought.id, set(thought_ids))))
+        }
 
     async def find_live_by_content(
         self, project_id: uuid.UUID, contents: Sequence[str], *, lock: RowLock | None = None
@@ -384,6 +412,21 @@ class ThoughtRepository:
         await self.session.execute(
             update(Thought).where(Thought.id == thought_id).values(**values, updated_at=func.now())
         )
+        if "project_id" in values:
+            await self._move_followers(thought_id, values["project_id"])
+
+    async def _move_followers(self, thought_id: uuid.UUID, project_id: uuid.UUID) -> None:
+        """The rows that live in a thought's project follow it to another: the edges it is the source of, its url
+        links, hits, primer and the proposals about it (their project is their thought's; migration 0025's cluster
+        rule looks an edge's source up there, and a sharded store keeps them on the thought's shard). Every row,
+        also an edge to a thought the caller cannot read: the caller may write the thought in both projects."""
+        for table, column in _FOLLOWERS:
+            await self.session.execute(
+                update(table)
+                .where(column == thought_id, table.project_id != project_id)
+                .values(project_id=project_id)
+                .execution_options(**UNSCOPED)
+            )
 
     async def set_embeddings(self, vectors: dict[uuid.UUID, list[float]], model_id: str) -> None:
         for thought_id, vector in vectors.items():

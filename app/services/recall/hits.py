@@ -43,7 +43,8 @@ def _count_hits(*only: Any) -> Any:
             ),
         )
         .on_conflict_do_update(
-            index_elements=[ThoughtHit.thought_id],
+            # By name: its columns are (thought_id) on one node, (project_id, thought_id) on Citus (distribute.sql).
+            constraint="pk_thought_hit",
             set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": func.now()},
         )
         .returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)

@@ -17,6 +17,7 @@ from app.db.models import Edge, EdgeType, PlacementProposal, ProposalStatus, Tho
 from app.db.records import Principal, ThoughtRecord
 from app.db.repositories.audit import AuditRepository
 from app.db.repositories.thoughts import ThoughtRepository
+from app.db.row_locks import lock_rows
 from app.errors import AppError, ErrorKind, bad_request, not_found
 from app.ids import new_id
 from app.services.admin.membership import require_role, require_thought_roles
@@ -222,10 +223,11 @@ class ProposalService:
     # ------------------------------------------------------------ apply
 
     async def get(self, proposal_id: uuid.UUID, lock: bool = False) -> Proposal:
-        statement = select(*_COLUMNS).where(PlacementProposal.id == proposal_id)
         if lock:
-            statement = statement.with_for_update()
-        row = (await self.session.execute(statement)).first()
+            rows = await lock_rows(self.session, select(*_COLUMNS), PlacementProposal, [proposal_id], "update")
+            row = rows[0] if rows else None
+        else:
+            row = (await self.session.execute(select(*_COLUMNS).where(PlacementProposal.id == proposal_id))).first()
         if row is None:
             raise not_found(f"Proposal {proposal_id} not found (list them with edge_review action=list)")
         proposal = _proposal(row)
@@ -344,13 +346,13 @@ class ProposalService:
     # ------------------------------------------------------------ rollback and reject
 
     async def run_rows(self, run_id: uuid.UUID) -> list[Proposal]:
-        statement = (
-            select(*_COLUMNS)
-            .where(PlacementProposal.run_id == run_id, PlacementProposal.status == ProposalStatus.accepted)
-            .order_by(PlacementProposal.applied_at.desc(), PlacementProposal.id.desc())
-            .with_for_update()
+        of_the_run = select(*_COLUMNS).where(
+            PlacementProposal.run_id == run_id, PlacementProposal.status == ProposalStatus.accepted
         )
-        proposals = [_proposal(row) for row in await self.session.execute(statement)]
+        ids = {row.id for row in await self.session.execute(of_the_run)}
+        locked = await lock_rows(self.session, of_the_run, PlacementProposal, ids, "update")
+        # Newest first, as the rollback reverts them.
+        proposals = sorted((_proposal(row) for row in locked), key=lambda p: (p.applied_at, p.id), reverse=True)
         await require_role(self.session, [proposal.project_id for proposal in proposals])
         return proposals
 

@@ -17,10 +17,11 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.locks import EDGE_PAIR_SEED, hold_text_until_commit, hold_texts_until_commit, row_locked
+from app.db.locks import EDGE_PAIR_SEED, hold_text_until_commit, hold_texts_until_commit
 from app.db.models import SYMMETRIC_EDGE_TYPES, Edge, EdgeType, Thought
 from app.db.records import EdgeRecord, Principal
 from app.db.repositories.audit import AuditRepository
+from app.db.row_locks import lock_rows
 from app.db.visibility import UNSCOPED
 from app.errors import AppError, bad_request, conflict, not_found
 from app.ids import new_id
@@ -76,15 +77,14 @@ class EdgeService:
             return
         await hold_texts_until_commit(self.session, [_pair_key(low, high) for low, high in keys], EDGE_PAIR_SEED)
         if rows:
-            ends = sorted({end for key in keys for end in key})
-            locked = select(Thought.id).where(Thought.id.in_(ends)).order_by(Thought.id)
-            await self.session.execute(row_locked(locked, "no key update", Thought))
+            ends = {end for key in keys for end in key}
+            await lock_rows(self.session, select(Thought.id), Thought, ends, "no key update")
 
     async def get(self, edge_id: uuid.UUID, *, for_update: bool = False) -> EdgeRecord | None:
-        statement = select(*_COLUMNS).where(Edge.id == edge_id)
         if for_update:
-            statement = statement.with_for_update()
-        row = (await self.session.execute(statement)).first()
+            rows = await lock_rows(self.session, select(*_COLUMNS), Edge, [edge_id], "update")
+            return edge_record(rows[0]) if rows else None
+        row = (await self.session.execute(select(*_COLUMNS).where(Edge.id == edge_id))).first()
         return edge_record(row) if row else None
 
     async def pair_edge(self, a: uuid.UUID, b: uuid.UUID) -> EdgeRecord | None:
@@ -216,17 +216,8 @@ class EdgeService:
     async def _ends(self, source_id: uuid.UUID, target_id: uuid.UUID) -> tuple[dict[uuid.UUID, bool], uuid.UUID]:
         """{id: is_cluster} of both ends, kept from deletion until the commit (FOR KEY SHARE, as the edge's
         foreign keys would lock them), and the source's project; refuses a missing one naming its argument."""
-        rows = (
-            await self.session.execute(
-                row_locked(
-                    select(Thought.id, Thought.is_cluster, Thought.project_id).where(
-                        Thought.id.in_((source_id, target_id))
-                    ),
-                    "key share",
-                    Thought,
-                )
-            )
-        ).all()
+        columns = select(Thought.id, Thought.is_cluster, Thought.project_id)
+        rows = await lock_rows(self.session, columns, Thought, {source_id, target_id}, "key share")
         found = {row.id: bool(row.is_cluster) for row in rows}
         for thought_id, name in ((source_id, "source_id"), (target_id, "target_id")):
             if thought_id not in found:

@@ -15,6 +15,7 @@ from app.db.records import EdgeRecord, Principal, ThoughtRecord
 from app.db.repositories.audit import AuditRepository
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.thoughts import ThoughtRepository
+from app.db.row_locks import lock_rows
 from app.errors import conflict, not_found
 from app.ids import new_id
 from app.services.admin.membership import may_write, require_role
@@ -156,9 +157,7 @@ class SupersedeService:
         others = {row.source_id if row.target_id == source_id else row.target_id for row in neighbours}
         pairs = [(target_id, other) for other in others | {source_id}] + [(source_id, other) for other in others]
         await EdgeService(self.session, self.principal).lock_pairs(pairs, rows=False)
-        await self.session.execute(
-            select(Thought.id).where(Thought.id.in_({source_id, target_id})).order_by(Thought.id).with_for_update()
-        )
+        await lock_rows(self.session, select(Thought.id), Thought, {source_id, target_id}, "update")
 
     async def merge(self, plan: MergePlan, values: dict[str, Any]) -> tuple[ThoughtRecord, int]:
         """Transfer edges under the drop rules, update the target, archive the source, record `replaces`."""

@@ -442,6 +442,47 @@ def _flatten(diffs: list[Any]) -> list[tuple[Any, ...]]:
     return flat
 
 
+async def test_0026_puts_the_rows_a_move_left_behind_in_their_thoughts_project(scratch_url: str) -> None:
+    """At 0025 a moved thought's edge, url link, hit, primer and proposal kept the old project (a move changed the
+    thought alone); after 0026 each names its thought's project, and rows already in place are untouched."""
+    await asyncio.to_thread(migrations.downgrade, scratch_url, "5e0c7b2f9a14")
+    engine = await _engine(scratch_url)
+    old, new, moved, stayed, other = (uuid.uuid4() for _ in range(5))
+    followers = """
+        SELECT 'edge', project_id FROM edge UNION ALL SELECT 'link', project_id FROM thought_url_link
+        UNION ALL SELECT 'hit', project_id FROM thought_hit UNION ALL SELECT 'primer', project_id FROM primer
+        UNION ALL SELECT 'proposal', project_id FROM placement_proposal"""
+    try:
+        async with engine.begin() as connection:
+            for statement in (
+                "INSERT INTO project (id, name) VALUES (:old, 'old'), (:new, 'new')",
+                "INSERT INTO thought (id, project_id, content) VALUES (:moved, :old, 'm'), (:stayed, :old, 's'), "
+                "(:other, :old, 'o')",
+                "INSERT INTO edge (id, project_id, source_id, target_id, type) VALUES "
+                "(gen_random_uuid(), :old, :moved, :other, 'related'), "
+                "(gen_random_uuid(), :old, :stayed, :moved, 'supports')",
+                "INSERT INTO thought_url_link (id, project_id, thought_id, text, url, label) "
+                "VALUES (gen_random_uuid(), :old, :moved, 'x', 'https://example.org', 'x')",
+                "INSERT INTO thought_hit (thought_id, project_id, hit_count) VALUES (:moved, :old, 3)",
+                "INSERT INTO primer (id, thought_id, project_id) VALUES (gen_random_uuid(), :moved, :old)",
+                "INSERT INTO placement_proposal (id, project_id, source_id, kind, fingerprint, expires_at) "
+                "VALUES (gen_random_uuid(), :old, :moved, 'lifecycle', 'f', now() + interval '1 day')",
+                "UPDATE thought SET project_id = :new WHERE id = :moved",  # the move as 0025's code made it
+            ):
+                await connection.execute(
+                    text(statement), {"old": old, "new": new, "moved": moved, "stayed": stayed, "other": other}
+                )
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+        async with engine.connect() as connection:
+            found = sorted((kind, project) for kind, project in await connection.execute(text(followers)))
+    finally:
+        await engine.dispose()
+        await asyncio.to_thread(migrations.upgrade, scratch_url)
+    assert found == sorted(
+        [("edge", new), ("edge", old), ("link", new), ("hit", new), ("primer", new), ("proposal", new)]
+    )  # the edge from the thought that stayed stays
+
+
 async def test_autogenerate_finds_no_drift(scratch_url: str) -> None:
     """The migrated schema and Base.metadata agree, with no filter at all.
 

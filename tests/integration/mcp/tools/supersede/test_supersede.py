@@ -482,6 +482,32 @@ async def test_merge_transfers_edges_under_the_drop_rules(writer: ToolCaller) ->
     )
 
 
+async def test_a_thought_moved_to_another_project_takes_the_rows_that_live_in_its_project(
+    writer: ToolCaller,
+) -> None:
+    """memory_store update (cwd) moves a thought with the rows that share its project: the edges it is the source
+    of, its hits, url links and primer. Left behind, they named the old project: the console's graph of that
+    project counted the edges, and migration 0025's cluster rule (the source looked up in the edge's project)
+    refused a later change of such a cluster edge. Then a merge onto it still moves its edges."""
+    await writer.ok("memory_manage", {"action": "create", "name": "elsewhere", "local_path": "/srv/elsewhere"})
+    s, t, x = await thoughts(writer, 3)
+    cluster = (
+        await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [x, s], "title": "moving cluster"})
+    ).item["cluster"]["id"]
+    await writer.ok("memory_recall", {"action": "get", "thought_id": cluster})  # a hit row
+    await writer.ok("memory_store", {"action": "update", "thought_id": cluster, "cwd": "/srv/elsewhere"})
+    left_behind = """
+        SELECT 'edge' FROM edge JOIN thought ON thought.id = edge.source_id WHERE edge.project_id <> thought.project_id
+        UNION ALL SELECT 'hit' FROM thought_hit JOIN thought ON thought.id = thought_hit.thought_id
+            WHERE thought_hit.project_id <> thought.project_id"""
+    assert await rows(writer.context, left_behind) == []
+    [(hits,)] = await rows(writer.context, "SELECT count(*) FROM thought_hit WHERE thought_id = :id", id=cluster)
+    assert hits == 1
+    await run(writer, merge_args(s, t))
+    assert {(cluster, x, "cluster"), (cluster, t, "cluster")} <= await edge_set(writer.context)
+    assert await rows(writer.context, left_behind) == []
+
+
 async def test_merge_drops_cluster_edges_a_plain_target_may_not_carry(writer: ToolCaller) -> None:
     y1, y2, plain, y3 = await thoughts(writer, 4)
     source = (await writer.ok("memory_crystallize", {"action": "cluster", "thought_ids": [y1, y2]})).item["cluster"][
