@@ -244,11 +244,19 @@ VISIBLE_PROJECTS = select(_members.c.project_id).where(
 _readable = Thought.__table__.alias("readable_thought")
 
 
-def _readable_thought(thought_id: Any) -> Any:
-    """The thought `thought_id` is readable (its own alias: never correlated with the statement's thoughts)."""
+def _readable_thought(thought_id: Any, project_id: Any = None) -> Any:
+    """The thought `thought_id` is readable (its own alias: never correlated with the statement's thoughts).
+    `project_id`: the row's own project, for a row that lives in its thought's project (a link, hit or primer, an
+    edge's source: app.db.repositories.thoughts._FOLLOWERS). Naming it finds the same thought, and lets a store
+    distributed by project answer the lookup on the row's own shard (docs/DEPLOY.md, "Citus")."""
+    same_project = [] if project_id is None else [_readable.c.project_id == project_id]
     return (
         exists()
-        .where(_readable.c.id == thought_id, or_(_readable.c.project_id.in_(VISIBLE_PROJECTS), _readable.c.is_global))
+        .where(
+            _readable.c.id == thought_id,
+            *same_project,
+            or_(_readable.c.project_id.in_(VISIBLE_PROJECTS), _readable.c.is_global),
+        )
         .correlate_except(_readable)
     )
 
@@ -260,10 +268,12 @@ def _criteria(entity: Any, rule: Any) -> Any:
 CRITERIA = (
     _criteria(Thought, lambda cls: or_(cls.project_id.in_(VISIBLE_PROJECTS), cls.is_global)),
     _criteria(Project, lambda cls: cls.id.in_(VISIBLE_PROJECTS)),
-    _criteria(Edge, lambda cls: and_(_readable_thought(cls.source_id), _readable_thought(cls.target_id))),
-    _criteria(ThoughtUrlLink, lambda cls: _readable_thought(cls.thought_id)),
-    _criteria(ThoughtHit, lambda cls: _readable_thought(cls.thought_id)),
-    _criteria(Primer, lambda cls: _readable_thought(cls.thought_id)),
+    _criteria(
+        Edge, lambda cls: and_(_readable_thought(cls.source_id, cls.project_id), _readable_thought(cls.target_id))
+    ),
+    _criteria(ThoughtUrlLink, lambda cls: _readable_thought(cls.thought_id, cls.project_id)),
+    _criteria(ThoughtHit, lambda cls: _readable_thought(cls.thought_id, cls.project_id)),
+    _criteria(Primer, lambda cls: _readable_thought(cls.thought_id, cls.project_id)),
     _criteria(PlacementProposal, lambda cls: cls.project_id.in_(VISIBLE_PROJECTS)),
     _criteria(Slot, lambda cls: or_(cls.project_id.is_(None), cls.project_id.in_(VISIBLE_PROJECTS))),
     _criteria(LexicalCorpus, lambda cls: cls.project_id.in_(VISIBLE_PROJECTS)),

@@ -57,6 +57,8 @@ KINDS: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     ("slot", Slot, ("id", "project_id", "name", "content", "updated_at")),
     ("primer", Primer, ("id", "thought_id", "project_id", "promoted_at", "created_at")),
 )
+# Rows that live in their thought's project (app.db.repositories.thoughts._FOLLOWERS): kind -> the thought's column.
+_THOUGHT_OF = {"url_link": "thought_id", "edge": "source_id", "primer": "thought_id"}
 _TIMESTAMPS = {"created_at", "updated_at", "archived_at", "surface_after", "promoted_at"}
 _UUIDS = {"id", "project_id", "thought_id", "source_id", "target_id"}
 
@@ -123,6 +125,7 @@ class Portability:
         tables = {kind: (model.__table__, columns) for kind, model, columns in KINDS}
         inserted = {kind: 0 for kind in tables}
         project_map: dict[uuid.UUID, uuid.UUID] = {}  # an imported project that matched an existing one
+        homes: dict[uuid.UUID, uuid.UUID | None] = {}  # a thought's project, as stored here
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -134,6 +137,11 @@ class Portability:
             values = {column: _decode(column, record.get(column)) for column in columns if column in record}
             if values.get("project_id") in project_map:
                 values["project_id"] = project_map[values["project_id"]]
+            if (thought_id := values.get(_THOUGHT_OF.get(kind, ""))) is not None:
+                # Its thought's project as stored here (the thought may have existed already, elsewhere; a file
+                # from before migration 0026 may name a project a move left behind).
+                home = await self._project_of(thought_id, homes)
+                values["project_id"] = home if home is not None else values.get("project_id")
             if kind == "thought" and isinstance(values.get("content"), str):
                 values.update(content_facts(values["content"]))  # as every write of a content does
             statement = pg_insert(table).values(**values).on_conflict_do_nothing().returning(table.c.id)
@@ -142,6 +150,12 @@ class Portability:
             elif kind == "project":
                 await self._map_project(values, project_map)
         return inserted
+
+    async def _project_of(self, thought_id: uuid.UUID, homes: dict[uuid.UUID, uuid.UUID | None]) -> uuid.UUID | None:
+        if thought_id not in homes:
+            found = select(Thought.project_id).where(Thought.id == thought_id)
+            homes[thought_id] = (await self.session.execute(found)).scalar_one_or_none()
+        return homes[thought_id]
 
     async def _map_project(self, values: dict[str, Any], project_map: dict[uuid.UUID, uuid.UUID]) -> None:
         """A project that exists under another id (same name, or both default) takes its rows in."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import and_, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Primer, Thought, ThoughtHit
@@ -22,7 +22,9 @@ class PrimerService:
     def _select(self) -> Any:
         hits = func.coalesce(ThoughtHit.hit_count, 0).label("hit_count")
         return select(Primer.id, Primer.thought_id, hits, Primer.promoted_at, Primer.created_at).outerjoin(
-            ThoughtHit, ThoughtHit.thought_id == Primer.thought_id
+            # A primer and its hit row live in their thought's project: the join names it (a shard's own rows).
+            ThoughtHit,
+            and_(ThoughtHit.project_id == Primer.project_id, ThoughtHit.thought_id == Primer.thought_id),
         )
 
     async def list(self, cap: int) -> list[dict[str, Any]]:
@@ -38,9 +40,8 @@ class PrimerService:
 
     async def project_of(self, primer_id: uuid.UUID) -> uuid.UUID | None:
         """The project of the primer's thought (None: no such primer the caller can see)."""
-        statement = (
-            select(Thought.project_id).join(Primer, Primer.thought_id == Thought.id).where(Primer.id == primer_id)
-        )
+        of_its_thought = and_(Primer.project_id == Thought.project_id, Primer.thought_id == Thought.id)
+        statement = select(Thought.project_id).join(Primer, of_its_thought).where(Primer.id == primer_id)
         return (await self.session.execute(statement)).scalar_one_or_none()
 
     async def get_to_delete(self, primer_id: uuid.UUID) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -120,8 +120,10 @@ class SlotService:
     async def _primer_thoughts(self, project_id: uuid.UUID | None) -> list[ThoughtRecord]:
         statement: Any = (
             thought_select()
-            .join(Primer, Primer.thought_id == Thought.id)
-            .outerjoin(ThoughtHit, ThoughtHit.thought_id == Thought.id)
+            .join(Primer, and_(Primer.project_id == Thought.project_id, Primer.thought_id == Thought.id))
+            .outerjoin(
+                ThoughtHit, and_(ThoughtHit.project_id == Thought.project_id, ThoughtHit.thought_id == Thought.id)
+            )
             .where(Thought.status != ThoughtStatus.archived)  # archiving the thought takes it out of the slot
             .order_by(func.coalesce(ThoughtHit.hit_count, 0).desc(), Thought.id)
             .limit(50)

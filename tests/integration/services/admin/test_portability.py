@@ -98,3 +98,24 @@ async def test_one_project_export_keeps_only_its_rows(writer: ToolCaller) -> Non
         lines = [line async for line in Portability(session).export(project_id)]
     assert not any("in the default project" in line for line in lines)
     assert sum('"kind":"project"' in line for line in lines) == 1
+
+
+async def test_a_row_that_lives_in_its_thoughts_project_is_imported_into_it(
+    writer: ToolCaller, second_database: Database
+) -> None:
+    """An edge, url link or primer line naming another project than its thought's (a file written before migration
+    0026, or by hand) is imported into its thought's project, where the service keeps such rows."""
+    await populate(writer)
+    lines = await export_lines(writer.context.db)
+    default = next(line for line in lines if '"kind":"project"' in line and '"is_default":true' in line)
+    default_id = default.split('"id":"')[1].split('"')[0]
+    strayed = [
+        line.replace(line.split('"project_id":"')[1].split('"')[0], default_id, 1)
+        if any(f'"kind":"{kind}"' in line for kind in ("edge", "url_link", "primer"))
+        else line
+        for line in lines
+    ]
+    assert strayed != lines
+    async with second_database.unit_of_work() as session:
+        await Portability(session).import_lines(strayed)
+    assert await export_lines(second_database) == lines
