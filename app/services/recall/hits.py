@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, literal, select, update
+from sqlalchemy import bindparam, func, literal, select, update
+from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import execute_core
 from app.db.locks import row_locked
 from app.db.models import Primer, Thought, ThoughtHit
+from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import id_in_param
 from app.db.visibility import VISIBLE_PROJECTS, caller_of
 from app.ids import new_id
@@ -33,6 +36,7 @@ def _count_hits(*only: Any) -> Any:
             row_locked(
                 select(Thought.id, Thought.project_id, literal(1))
                 .where(
+                    Thought.project_id == bindparam("project", type_=UUID(as_uuid=True)),
                     id_in_param(Thought.id),
                     *only,
                     func.set_config("synchronous_commit", "off", True) == "off",
@@ -64,22 +68,30 @@ class HitService:
         self.session = session
         self.threshold = promote_threshold
 
-    async def record(self, thought_ids: Iterable[uuid.UUID]) -> None:
+    async def record(self, thoughts: Iterable[ThoughtRecord]) -> None:
         """Count one hit per thought (memory_recall's reads, whose only write this bookkeeping is), of the
         projects the caller is a member of (docs/SECURITY.md, "Every write checks every row").
+
+        One statement per project, projects and then ids in order (a stable lock order keeps concurrent callers
+        deadlock-free): a statement that names its project is what a store distributed by project routes to one
+        shard (docs/DEPLOY.md, "Citus"); most reads count hits in one project.
 
         Their commit does not wait for the WAL flush (`synchronous_commit = off` for this transaction):
         1-8 ms per read call on this machine's disk, for counters a crash may set back by a fraction of a
         second. A transaction with writes that must be durable does not count hits.
         """
-        ids = sorted(set(thought_ids))  # a stable lock order keeps concurrent callers deadlock-free
-        if not ids:
-            return
+        by_project: dict[uuid.UUID, set[uuid.UUID]] = defaultdict(set)
+        for thought in thoughts:
+            by_project[thought.project_id].add(thought.id)
         # Core execution: through the ORM session a parameter dict for an INSERT would be a bulk insert.
         statement = _COUNT_HITS if caller_of(self.session) is None else _COUNT_MEMBER_HITS
-        rows = (await execute_core(self.session, statement, {"ids": ids})).all()
-        # Promotion happens at the moment the count reaches the threshold, once.
-        await self._promote([(row.thought_id, row.project_id) for row in rows if row.hit_count == self.threshold])
+        reached: list[tuple[uuid.UUID, uuid.UUID]] = []
+        for project_id in sorted(by_project):
+            parameters = {"project": project_id, "ids": sorted(by_project[project_id])}
+            rows = (await execute_core(self.session, statement, parameters)).all()
+            # Promotion happens at the moment the count reaches the threshold, once.
+            reached += [(row.thought_id, row.project_id) for row in rows if row.hit_count == self.threshold]
+        await self._promote(reached)
 
     async def _promote(self, reached: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
         if not reached:

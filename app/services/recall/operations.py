@@ -73,10 +73,10 @@ class _DeferredHits(HitService):
 
     def __init__(self, session: AsyncSession, promote_threshold: int) -> None:
         super().__init__(session, promote_threshold)
-        self.ids: list[uuid.UUID] = []
+        self.thoughts: list[ThoughtRecord] = []
 
-    async def record(self, thought_ids: Iterable[uuid.UUID]) -> None:
-        self.ids.extend(thought_ids)
+    async def record(self, thoughts: Iterable[ThoughtRecord]) -> None:
+        self.thoughts.extend(thoughts)
 
 
 @asynccontextmanager
@@ -90,9 +90,9 @@ async def _reading(app: AppContext) -> AsyncIterator[tuple[AsyncSession, HitServ
             return
         deferred = _DeferredHits(session, threshold)
         yield session, deferred
-    if deferred.ids:
+    if deferred.thoughts:
         async with app.db.unit_of_work() as primary:
-            await HitService(primary, threshold).record(deferred.ids)
+            await HitService(primary, threshold).record(deferred.thoughts)
 
 
 async def _scope(session: AsyncSession, cwd: str | None, project_id: uuid.UUID | None) -> ReadScope:
@@ -236,10 +236,10 @@ async def context_answered(
                     return answer(ContextResult(None, [], [], scope, degraded, None))
                 thought = outcome.hits[0].thought
             upstream, downstream = await GraphService(session).neighbourhood(thought.id, request.max_edges)
-            neighbours = [n.thought.id for n in [*upstream, *downstream]]
+            neighbours = [n.thought for n in [*upstream, *downstream]]
             # One sorted batch for the best match and its neighbours: two batches could lock in opposite orders.
-            await hits.record([thought.id, *neighbours])
-            links = await _links(session, request.include_url_links, [thought.id, *neighbours])
+            await hits.record([thought, *neighbours])
+            links = await _links(session, request.include_url_links, [thought.id, *(n.id for n in neighbours)])
             return answer(ContextResult(thought, upstream, downstream, scope, degraded, links))
     finally:
         vector.cancel()

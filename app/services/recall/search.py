@@ -179,7 +179,7 @@ class SearchService:
     async def search(self, query: SearchQuery) -> SearchOutcome:
         outcome = await self._search(query)
         if self.hits is not None:
-            await self.hits.record(hit.thought.id for hit in outcome.hits)
+            await self.hits.record(hit.thought for hit in outcome.hits)
         return outcome
 
     async def _search(self, query: SearchQuery) -> SearchOutcome:

@@ -54,10 +54,10 @@ class RecallService:
         if thought is None:
             raise not_found(f"Thought {thought_id} not found")
         if not include_edges:
-            await self.hits.record([thought.id])
+            await self.hits.record([thought])
             return ThoughtWithEdges(thought)
         upstream, downstream = await one_hop(self.thoughts, self.edges, thought.id, max_edges)
-        others = [neighbour.thought.id for neighbour in (*upstream, *downstream)]
+        others = [neighbour.thought for neighbour in (*upstream, *downstream)]
         # Every thought an answer returns counts one hit (docs/mcp-tools.md, "Hits and primers"), neighbours included.
-        await self.hits.record([thought.id, *others])
+        await self.hits.record([thought, *others])
         return ThoughtWithEdges(thought, upstream, downstream)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from app.db.repositories.thoughts import ThoughtRepository
 from app.services.context import AppContext
 from app.services.primers.operations import primer_page
 from app.services.primers.service import PrimerService
@@ -19,7 +20,9 @@ async def test_the_primer_page_is_empty_on_a_fresh_graph(app_context: AppContext
 async def test_a_primer_delete_is_audited_once(writer: ToolCaller, app_context: AppContext) -> None:
     thought = await create(writer, "Always at hand")
     async with app_context.db.unit_of_work() as session:
-        await HitService(session, 1).record([uuid.UUID(thought["id"])])
+        record = await ThoughtRepository(session).get(uuid.UUID(thought["id"]))
+        assert record is not None
+        await HitService(session, 1).record([record])
     async with app_context.db.unit_of_work() as session:
         [primer] = await PrimerService(session).list(10)
         primer_id = uuid.UUID(primer["id"])

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import text
 
 from app.db.models import Role
+from app.db.repositories.thoughts import ThoughtRepository
 from app.services.context import AppContext
 from app.services.recall.hits import HitService
 from tests.conftest import make_user, settings_with
@@ -231,7 +232,9 @@ async def test_counting_hits_relaxes_only_its_own_commit(writer: ToolCaller) -> 
     [thought_id] = await thoughts(writer, 1)
     async with writer.context.db.unit_of_work() as session:
         assert (await session.execute(text("SHOW synchronous_commit"))).scalar_one() == "on"
-        await HitService(session, writer.context.settings.primer.promote_threshold).record([uuid.UUID(thought_id)])
+        record = await ThoughtRepository(session).get(uuid.UUID(thought_id))
+        assert record is not None
+        await HitService(session, writer.context.settings.primer.promote_threshold).record([record])
         assert (await session.execute(text("SHOW synchronous_commit"))).scalar_one() == "off"
     [(setting,)] = await rows(writer.context, "SHOW synchronous_commit")
     [(count,)] = await rows(writer.context, "SELECT hit_count FROM thought_hit")

@@ -280,6 +280,25 @@ async def test_get_counts_a_hit(writer: ToolCaller, reader: ToolCaller) -> None:
     assert str(row.project_id) == stored["project_id"]
 
 
+async def test_a_read_across_projects_counts_each_hit_in_its_thoughts_project(
+    writer: ToolCaller, reader: ToolCaller
+) -> None:
+    """Hits are counted project by project (one statement each, the form a store sharded by project routes): a
+    thought and its neighbour in another project each count one, under their own project."""
+    await register(writer, "far", "/srv/far")
+    here = await create(writer, "the thought read")
+    there = await create(writer, "its neighbour elsewhere", cwd="/srv/far")
+    await writer.ok(
+        "memory_store", {"action": "link", "source_id": here["id"], "target_id": there["id"], "edge_type": "supports"}
+    )
+    await get(reader, here["id"], include_edges=True)
+    counted = await rows(reader.context, "SELECT thought_id::text, project_id::text, hit_count FROM thought_hit")
+    assert sorted(tuple(row) for row in counted) == sorted(
+        [(here["id"], here["project_id"], 1), (there["id"], there["project_id"], 1)]
+    )
+    assert here["project_id"] != there["project_id"]
+
+
 async def test_the_fifth_hit_promotes_a_primer(writer: ToolCaller, reader: ToolCaller) -> None:
     stored = await create(writer, "hit me five times")
     await execute(reader.context, "UPDATE thought SET importance = 0.5 WHERE id = :id", id=uuid.UUID(stored["id"]))
