@@ -38,12 +38,12 @@ PROPOSAL_QUEUE_SEED = 7304  # one project's placement queue: enqueues count, the
 MEMBERSHIP_SEED = 7305  # one project's memberships: a console change, then the check that an admin remains
 
 
-def row_locked(statement: SelectT, lock: RowLock, of: Any) -> SelectT:
-    """`statement` locking `of`'s rows until the transaction ends.
+def row_locked(statement: SelectT, lock: RowLock, of: Any, *, skip_locked: bool = False) -> SelectT:
+    """`statement` locking `of`'s rows until the transaction ends (`skip_locked`: leaving out rows held elsewhere).
 
     SQLAlchemy spells FOR KEY SHARE `read=True, key_share=True`; `key_share=True` alone is FOR NO KEY UPDATE.
     """
-    return statement.with_for_update(of=of, read=lock == "key share", key_share=True)
+    return statement.with_for_update(of=of, read=lock == "key share", key_share=True, skip_locked=skip_locked)
 
 
 async def hold_until_commit(session: AsyncSession, key: int) -> None:

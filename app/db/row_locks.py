@@ -34,17 +34,24 @@ def _in(column: Any, ids: Collection[uuid.UUID]) -> Any:
     return column == any_(literal(sorted(ids), _IDS))
 
 
-def _locked(statement: Select[*tuple[Any, ...]], lock: Lock, of: Any) -> Select[*tuple[Any, ...]]:
+def _locked(statement: Select[*tuple[Any, ...]], lock: Lock, of: Any, skip_locked: bool) -> Select[*tuple[Any, ...]]:
     if lock == "update":
-        return statement.with_for_update(of=of)
-    return row_locked(statement, lock, of)
+        return statement.with_for_update(of=of, skip_locked=skip_locked)
+    return row_locked(statement, lock, of, skip_locked=skip_locked)
 
 
 async def lock_rows(
-    session: AsyncSession, statement: Select[*tuple[Any, ...]], of: Any, ids: Collection[uuid.UUID], lock: Lock
+    session: AsyncSession,
+    statement: Select[*tuple[Any, ...]],
+    of: Any,
+    ids: Collection[uuid.UUID],
+    lock: Lock,
+    *,
+    skip_locked: bool = False,
 ) -> list[Row[Any]]:
     """The rows of `statement` (which selects `of`'s rows and may filter them further) whose ids are `ids`, locked
-    with `lock` until the transaction ends; rows that do not exist (or the statement leaves out) are not answered.
+    with `lock` until the transaction ends; rows that do not exist (or the statement leaves out) are not answered,
+    nor, with `skip_locked`, rows another transaction holds.
     `of`: a mapped class with `id` and `project_id` columns."""
     answered: dict[Any, Row[Any]] = {}
     tried: dict[uuid.UUID, uuid.UUID] = {}  # id -> the project it was locked in
@@ -60,7 +67,7 @@ async def lock_rows(
         for project_id in sorted(by_project):
             group = by_project[project_id]
             routed = statement.where(of.project_id == project_id, _in(of.id, group)).order_by(of.id)
-            for row in await session.execute(_locked(routed, lock, of)):
+            for row in await session.execute(_locked(routed, lock, of, skip_locked)):
                 answered[row.id] = row
             tried.update(dict.fromkeys(group, project_id))
         # Not locked where it was read: moved meanwhile (look again), deleted, or left out by the statement.

@@ -440,15 +440,13 @@ class ThoughtRepository:
     async def pending_embedding(
         self, model_id: str, limit: int, include_other_models: bool = False
     ) -> list[tuple[uuid.UUID, str]]:
-        """Thoughts whose vector is missing (or, for reembed, from another model), locked for this job."""
+        """Thoughts whose vector is missing (or, for reembed, from another model), locked for this job: the first
+        `limit` by id, then locked project by project (app.db.row_locks), leaving out rows a writer holds."""
         pending: ColumnElement[bool] = Thought.embedding.is_(None)
         if include_other_models:
             pending = pending | (Thought.embedding_model != model_id)
-        statement = (
-            select(Thought.id, Thought.content)
-            .where(pending)
-            .order_by(Thought.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        return [(row.id, row.content) for row in await self.session.execute(statement)]
+        first = select(Thought.id).where(pending).order_by(Thought.id).limit(limit)
+        ids = [row.id for row in await self.session.execute(first)]
+        statement = select(Thought.id, Thought.content).where(pending)  # pending still, once locked
+        rows = await lock_rows(self.session, statement, Thought, ids, "update", skip_locked=True)
+        return [(row.id, row.content) for row in rows]

@@ -81,3 +81,12 @@ async def test_a_row_moved_while_the_lock_waited_is_locked_in_its_new_project(wr
             await mover.commit()
             rows = await waiting
             assert {row.id: row.project_id for row in rows} == {moved: beta, ids[1]: alpha}
+
+
+async def test_skip_locked_leaves_out_a_row_another_transaction_holds(writer: ToolCaller) -> None:
+    ids, _, _ = await _projects(writer)
+    async with writer.context.db.unit_of_work() as holder:
+        await holder.execute(select(Thought.id).where(Thought.id == ids[2]).with_for_update())
+        async with writer.context.db.unit_of_work() as session:
+            rows = await lock_rows(session, select(Thought.id), Thought, ids, "update", skip_locked=True)
+    assert sorted(row.id for row in rows) == sorted(ids[:2])
