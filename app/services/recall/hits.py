@@ -29,30 +29,27 @@ PROMOTION_BONUS = 0.15
 # (evaluated on the rows it counts) to save a round trip; with no row matched nothing is written and the commit
 # has nothing to flush anyway. Built once: every read call runs it.
 def _count_hits(*only: Any) -> Any:
-    return (
-        pg_insert(ThoughtHit)
-        .from_select(
-            ["thought_id", "project_id", "hit_count"],
-            row_locked(
-                select(Thought.id, Thought.project_id, literal(1))
-                .where(
-                    Thought.project_id == bindparam("project", type_=UUID(as_uuid=True)),
-                    id_in_param(Thought.id),
-                    *only,
-                    func.set_config("synchronous_commit", "off", True) == "off",
-                )
-                .order_by(Thought.id),
-                "key share",
-                of=Thought,
-            ),
-        )
-        .on_conflict_do_update(
-            # By name: its columns are (thought_id) on one node, (project_id, thought_id) on Citus (distribute.sql).
-            constraint="pk_thought_hit",
-            set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": func.now()},
-        )
-        .returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)
+    counted = pg_insert(ThoughtHit).from_select(
+        ["thought_id", "project_id", "hit_count"],
+        row_locked(
+            select(Thought.id, Thought.project_id, literal(1))
+            .where(
+                Thought.project_id == bindparam("project", type_=UUID(as_uuid=True)),
+                id_in_param(Thought.id),
+                *only,
+                func.set_config("synchronous_commit", "off", True) == "off",
+            )
+            .order_by(Thought.id),
+            "key share",
+            of=Thought,
+        ),
     )
+    return counted.on_conflict_do_update(
+        # By name: its columns are (thought_id) on one node, (project_id, thought_id) on Citus (distribute.sql).
+        constraint="pk_thought_hit",
+        # excluded's is the column default, now(): Citus takes no volatile function in DO UPDATE SET.
+        set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": counted.excluded.last_hit_at},
+    ).returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)
 
 
 _COUNT_HITS = _count_hits()

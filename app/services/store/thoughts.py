@@ -253,9 +253,10 @@ class StoreService:
         for name in ("is_protected", "is_global", "surface_after"):
             if name in changes:
                 values[name] = changes[name]
-        if "cwd" in changes:
-            values["project_id"] = await self._project_for(changes["cwd"], current.project_id)
-            await require_role(self.session, [values["project_id"]])  # moving it writes into that project too
+        project_id = await self._project_for(changes["cwd"], current.project_id) if "cwd" in changes else None
+        if project_id is not None and project_id != current.project_id:  # Citus refuses even a same-value write
+            values["project_id"] = project_id
+            await require_role(self.session, [project_id])  # moving it writes into that project too
         if values:
             await self.thoughts.update_fields(thought_id, values)
         updated = await self.thoughts.get(thought_id)

@@ -280,6 +280,18 @@ async def test_get_counts_a_hit(writer: ToolCaller, reader: ToolCaller) -> None:
     assert str(row.project_id) == stored["project_id"]
 
 
+async def test_a_second_hit_stamps_the_count_anew(writer: ToolCaller, reader: ToolCaller) -> None:
+    """The upsert's update takes `last_hit_at` from the inserted row (its default, the transaction's time)."""
+    stored = await create(writer, "hit twice")
+    await get(reader, stored["id"])
+    await execute(reader.context, "UPDATE thought_hit SET last_hit_at = '2020-01-01T00:00:00Z'")
+    await get(reader, stored["id"])
+    [(count, recent)] = await rows(
+        reader.context, "SELECT hit_count, last_hit_at > now() - interval '1 hour' FROM thought_hit"
+    )
+    assert (count, recent) == (2, True)
+
+
 async def test_a_read_across_projects_counts_each_hit_in_its_thoughts_project(
     writer: ToolCaller, reader: ToolCaller
 ) -> None:
