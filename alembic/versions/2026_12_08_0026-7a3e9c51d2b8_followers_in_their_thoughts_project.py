@@ -1,13 +1,20 @@
-"""The rows that live in a thought's project are put back in it where an earlier move left them behind.
+"""The rows that live in a thought's project follow it when it moves, by trigger; those earlier moves left behind
+are put back.
 
-`memory_store update` (cwd) and a merge into another project moved the thought alone; its outgoing edges, url
-links, hits, primer and the proposals about it kept the old project. The service now moves them with the thought
-(`ThoughtRepository._move_followers`); this puts the rows moved before it where they belong. Migration 0025's
-cluster rule looks an edge's source up in the edge's project, the console's project graph reads a project's
-edges by `edge.project_id`, and a store distributed by project keeps these rows on their thought's shard.
+A thought's outgoing edges, url links, hits, primer and the proposals about it live in its project (an edge and a
+proposal in their source's). `memory_store update` (cwd) and a merge into another project moved the thought alone,
+so those rows kept the old project: the console's project graph counted such edges in the old project, and 0025's
+cluster rule (which looks an edge's source up in the edge's project) refused a later change of such a cluster edge.
 
-Rows only change their project_id (no row is deleted), so the downgrade leaves them as they are: the earlier
-code reads them the same.
+The trigger `thought_followers_move` (statement level, after every UPDATE of `thought`, like 0009's BM25 triggers)
+moves them with every thought whose project changed, whoever wrote the row: this release, a replica of the previous
+one still serving during a rolling upgrade, SQL by hand. Most updates move nothing, and it costs them one join of
+the statement's old and new rows. The upgrade then puts back the rows earlier moves left behind: one UPDATE per
+table, joined to `thought`.
+
+On Citus (scripts/citus/distribute.sql) a row's project is its distribution column, which Citus never lets an
+UPDATE change, and the composite foreign keys there hold every such row in its thought's project: nothing to do,
+and a trigger on a shard could not reach the other shards anyway.
 
 Revision ID: 7a3e9c51d2b8
 Revises: 5e0c7b2f9a14
@@ -23,7 +30,7 @@ down_revision: str | None = "5e0c7b2f9a14"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# (table, the column naming its thought): app.db.repositories.thoughts._FOLLOWERS, as of this revision.
+# (table, the column naming its thought): the rows that share their thought's project.
 _FOLLOWERS = (
     ("edge", "source_id"),
     ("thought_url_link", "thought_id"),
@@ -32,11 +39,45 @@ _FOLLOWERS = (
     ("placement_proposal", "source_id"),
 )
 
+# The statement's thoughts whose project changed (the trigger's transition tables).
+_MOVED = (
+    "(SELECT n.id, n.project_id FROM before_rows o JOIN after_rows n ON n.id = o.id "
+    "WHERE o.project_id <> n.project_id) AS moved"
+)
+_MOVES = "\n".join(
+    f"    UPDATE {table} SET project_id = moved.project_id FROM {_MOVED}\n"
+    f"    WHERE {table}.{column} = moved.id AND {table}.project_id <> moved.project_id;"
+    for table, column in _FOLLOWERS
+)
+FOLLOWERS_MOVE = f"""
+CREATE FUNCTION thought_followers_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Most updates move nothing: one join of the statement's rows, and done.
+    IF NOT EXISTS (
+        SELECT 1 FROM before_rows o JOIN after_rows n ON n.id = o.id WHERE o.project_id <> n.project_id
+    ) THEN
+        RETURN NULL;
+    END IF;
+{_MOVES}
+    RETURN NULL;
+END $$
+"""
+TRIGGER = (
+    "CREATE TRIGGER thought_followers_move AFTER UPDATE ON thought "
+    "REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows "
+    "FOR EACH STATEMENT EXECUTE FUNCTION thought_followers_move()"
+)
+
+
+def _on_citus() -> bool:
+    return op.get_bind().exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").first() is not None
+
 
 def upgrade() -> None:
-    citus = op.get_bind().exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").first()
-    if citus:
-        return  # distribute.sql's foreign keys on (project_id, thought_id) hold every such row in place already
+    if _on_citus():
+        return  # see the docstring
+    op.execute(FOLLOWERS_MOVE)
+    op.execute(TRIGGER)
     for table, column in _FOLLOWERS:
         op.execute(
             f"UPDATE {table} SET project_id = thought.project_id FROM thought "
@@ -45,4 +86,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    pass  # nothing to undo: see the docstring
+    # The rows stay where they are: the earlier code reads them the same.
+    op.execute("DROP TRIGGER IF EXISTS thought_followers_move ON thought")
+    op.execute("DROP FUNCTION IF EXISTS thought_followers_move()")

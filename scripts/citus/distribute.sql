@@ -12,9 +12,12 @@
 --   * triggers on distributed tables need citus.enable_unsafe_triggers (set by cluster.sh).
 --   * `project_open_to_everyone` (a trigger on project writing project_member) is dropped: a trigger on a shard
 --     cannot write a reference table. ProjectRepository writes the everyone row in the project's transaction.
+--     So is `thought_followers_move` (0026): the project of a distributed row never changes on Citus.
 BEGIN;
 SET LOCAL citus.enable_unsafe_triggers TO on;
 DROP TRIGGER IF EXISTS project_open_to_everyone ON project;
+-- Moves a thought's rows with it (0026): Citus never lets an UPDATE change a row's project, so nothing moves.
+DROP TRIGGER IF EXISTS thought_followers_move ON thought;
 SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
 
 -- Foreign keys into thought(id) go first; they come back as composite ones below.

@@ -29,21 +29,9 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.locks import RowLock, row_locked
-from app.db.models import (
-    TEXT_SEARCH_CONFIG,
-    Edge,
-    EdgeType,
-    PlacementProposal,
-    Primer,
-    Project,
-    Thought,
-    ThoughtHit,
-    ThoughtStatus,
-    ThoughtUrlLink,
-)
+from app.db.models import TEXT_SEARCH_CONFIG, Edge, EdgeType, Project, Thought, ThoughtStatus
 from app.db.records import ProjectRecord, ThoughtRecord
 from app.db.row_locks import lock_rows
-from app.db.visibility import UNSCOPED
 
 # The project's name through its table, not its ORM entity: the visibility rule (app.db.visibility) leaves the
 # join alone, so a global thought of a project the caller cannot see still reads with its project's name.
@@ -256,16 +244,6 @@ class Narrowing:
         return clauses
 
 
-# A thought's followers: (table, the column naming the thought) of the rows that share its project.
-_FOLLOWERS = (
-    (Edge, Edge.source_id),
-    (ThoughtUrlLink, ThoughtUrlLink.thought_id),
-    (ThoughtHit, ThoughtHit.thought_id),
-    (Primer, Primer.thought_id),
-    (PlacementProposal, PlacementProposal.source_id),
-)
-
-
 class ThoughtRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -412,21 +390,6 @@ class ThoughtRepository:
         await self.session.execute(
             update(Thought).where(Thought.id == thought_id).values(**values, updated_at=func.now())
         )
-        if "project_id" in values:
-            await self._move_followers(thought_id, values["project_id"])
-
-    async def _move_followers(self, thought_id: uuid.UUID, project_id: uuid.UUID) -> None:
-        """The rows that live in a thought's project follow it to another: the edges it is the source of, its url
-        links, hits, primer and the proposals about it (their project is their thought's; migration 0025's cluster
-        rule looks an edge's source up there, and a sharded store keeps them on the thought's shard). Every row,
-        also an edge to a thought the caller cannot read: the caller may write the thought in both projects."""
-        for table, column in _FOLLOWERS:
-            await self.session.execute(
-                update(table)
-                .where(column == thought_id, table.project_id != project_id)
-                .values(project_id=project_id)
-                .execution_options(**UNSCOPED)
-            )
 
     async def set_embeddings(self, vectors: dict[uuid.UUID, list[float]], model_id: str) -> None:
         for thought_id, vector in vectors.items():

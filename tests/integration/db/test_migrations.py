@@ -79,7 +79,8 @@ async def _schema_state(url: str) -> dict[str, Any]:
                 "functions": await names(
                     "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                     "WHERE n.nspname = 'public' "
-                    "AND (p.proname IN ('edge_cluster_source_check', 'project_open_to_everyone') "
+                    "AND (p.proname IN ('edge_cluster_source_check', 'project_open_to_everyone', "
+                    "'thought_followers_move') "
                     "OR p.proname LIKE 'lexical%')"
                 ),
                 "version": version,
@@ -115,8 +116,9 @@ LEXICAL_FUNCTIONS = {
 def _assert_at_head(state: dict[str, Any]) -> None:
     assert state["tables"] == MODEL_TABLES | {"alembic_version"}
     assert state["enums"] == ENUM_TYPES
-    assert state["triggers"] == {"edge_cluster_source_check", "project_open_to_everyone", *LEXICAL_TRIGGERS}
-    assert state["functions"] == {"edge_cluster_source_check", "project_open_to_everyone", *LEXICAL_FUNCTIONS}
+    rules = {"edge_cluster_source_check", "project_open_to_everyone", "thought_followers_move"}  # 0001, 0017, 0026
+    assert state["triggers"] == {*rules, *LEXICAL_TRIGGERS}
+    assert state["functions"] == {*rules, *LEXICAL_FUNCTIONS}
     assert state["version"] == {HEAD}
     assert state["extensions"] == {"vector", "btree_gin"}
     assert state["thought_options"] == {"fillfactor=70"}  # importance updates stay HOT
@@ -444,10 +446,12 @@ def _flatten(diffs: list[Any]) -> list[tuple[Any, ...]]:
 
 async def test_0026_puts_the_rows_a_move_left_behind_in_their_thoughts_project(scratch_url: str) -> None:
     """At 0025 a moved thought's edge, url link, hit, primer and proposal kept the old project (a move changed the
-    thought alone); after 0026 each names its thought's project, and rows already in place are untouched."""
+    thought alone); after 0026 each names its thought's project, rows already in place are untouched, and the
+    trigger moves them with the next move, whoever writes it."""
     await asyncio.to_thread(migrations.downgrade, scratch_url, "5e0c7b2f9a14")
     engine = await _engine(scratch_url)
     old, new, moved, stayed, other = (uuid.uuid4() for _ in range(5))
+    ids = {"old": old, "new": new, "moved": moved, "stayed": stayed, "other": other}
     followers = """
         SELECT 'edge', project_id FROM edge UNION ALL SELECT 'link', project_id FROM thought_url_link
         UNION ALL SELECT 'hit', project_id FROM thought_hit UNION ALL SELECT 'primer', project_id FROM primer
@@ -469,18 +473,22 @@ async def test_0026_puts_the_rows_a_move_left_behind_in_their_thoughts_project(s
                 "VALUES (gen_random_uuid(), :old, :moved, 'lifecycle', 'f', now() + interval '1 day')",
                 "UPDATE thought SET project_id = :new WHERE id = :moved",  # the move as 0025's code made it
             ):
-                await connection.execute(
-                    text(statement), {"old": old, "new": new, "moved": moved, "stayed": stayed, "other": other}
-                )
+                await connection.execute(text(statement), ids)
         await asyncio.to_thread(migrations.upgrade, scratch_url)
-        async with engine.connect() as connection:
+        async with engine.begin() as connection:
             found = sorted((kind, project) for kind, project in await connection.execute(text(followers)))
+            # From now on any writer's move takes them along: SQL by hand, or a replica of 0025's release.
+            await connection.execute(text("UPDATE thought SET project_id = :old WHERE id = :moved"), ids)
+            back = sorted((kind, project) for kind, project in await connection.execute(text(followers)))
     finally:
         await engine.dispose()
         await asyncio.to_thread(migrations.upgrade, scratch_url)
     assert found == sorted(
         [("edge", new), ("edge", old), ("link", new), ("hit", new), ("primer", new), ("proposal", new)]
     )  # the edge from the thought that stayed stays
+    assert back == sorted(
+        [("edge", old), ("edge", old), ("link", old), ("hit", old), ("primer", old), ("proposal", old)]
+    )
 
 
 async def test_autogenerate_finds_no_drift(scratch_url: str) -> None:
