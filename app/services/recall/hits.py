@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import bindparam, func, literal, select, update
+from sqlalchemy import bindparam, func, literal_column, select, update
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -32,7 +32,7 @@ def _count_hits(*only: Any) -> Any:
     counted = pg_insert(ThoughtHit).from_select(
         ["thought_id", "project_id", "hit_count"],
         row_locked(
-            select(Thought.id, Thought.project_id, literal(1))
+            select(Thought.id, Thought.project_id, literal_column("1"))
             .where(
                 Thought.project_id == bindparam("project", type_=UUID(as_uuid=True)),
                 id_in_param(Thought.id),
@@ -47,8 +47,10 @@ def _count_hits(*only: Any) -> Any:
     return counted.on_conflict_do_update(
         # By name: its columns are (thought_id) on one node, (project_id, thought_id) on Citus (distribute.sql).
         constraint="pk_thought_hit",
-        # excluded's is the column default, now(): Citus takes no volatile function in DO UPDATE SET.
-        set_={"hit_count": ThoughtHit.hit_count + 1, "last_hit_at": counted.excluded.last_hit_at},
+        # excluded's is the column default, now(): Citus takes no volatile function in DO UPDATE SET. The 1s are SQL
+        # constants, not parameters: Citus runs this upsert from an intermediate result, a statement of its own
+        # that carries a parameter of the whole and cannot type it.
+        set_={"hit_count": ThoughtHit.hit_count + literal_column("1"), "last_hit_at": counted.excluded.last_hit_at},
     ).returning(ThoughtHit.thought_id, ThoughtHit.project_id, ThoughtHit.hit_count)
 
 
