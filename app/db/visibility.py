@@ -247,7 +247,7 @@ _readable = Thought.__table__.alias("readable_thought")
 def _readable_thought(thought_id: Any, project_id: Any = None) -> Any:
     """The thought `thought_id` is readable (its own alias: never correlated with the statement's thoughts).
     `project_id`: the row's own project, for a row that lives in its thought's project (a link, hit or primer, an
-    edge's source: app.db.repositories.thoughts._FOLLOWERS). Naming it finds the same thought, and lets a store
+    edge's source; migration 0026's trigger moves them with it). Naming it finds the same thought, and lets a store
     distributed by project answer the lookup on the row's own shard (docs/DEPLOY.md, "Citus")."""
     same_project = [] if project_id is None else [_readable.c.project_id == project_id]
     return (

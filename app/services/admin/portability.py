@@ -57,7 +57,8 @@ KINDS: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     ("slot", Slot, ("id", "project_id", "name", "content", "updated_at")),
     ("primer", Primer, ("id", "thought_id", "project_id", "promoted_at", "created_at")),
 )
-# Rows that live in their thought's project (app.db.repositories.thoughts._FOLLOWERS): kind -> the thought's column.
+# Rows that live in their thought's project (migration 0026; docs/ARCHITECTURE.md, "Data model"): kind -> its column
+# naming the thought.
 _THOUGHT_OF = {"url_link": "thought_id", "edge": "source_id", "primer": "thought_id"}
 _TIMESTAMPS = {"created_at", "updated_at", "archived_at", "surface_after", "promoted_at"}
 _UUIDS = {"id", "project_id", "thought_id", "source_id", "target_id"}
