@@ -71,10 +71,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
 from app.config import EmbeddingSettings
 from app.db.engine import Database, build_engine
+from app.db.id_lists import id_in
 from app.db.models import Role, Thought, ThoughtStatus
 from app.db.repositories.projects import ProjectRepository
 from app.db.repositories.search import SearchFilter, SearchRepository, hnsw_ef_search
-from app.db.repositories.thoughts import VectorScan, id_in
+from app.db.repositories.thoughts import VectorScan
 from app.db.vector import index_distance, register_vector_codec
 from app.embedding.embedder import Embedder, Vector
 from app.embedding.profiles import ModelProfile

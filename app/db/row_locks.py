@@ -15,23 +15,18 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
-from sqlalchemy import Row, Select, any_, literal, select
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy import Row, Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.id_lists import id_in
 from app.db.locks import RowLock, row_locked
 
 # `update`: FOR UPDATE, the strongest (a delete or a key change of the row follows).
 Lock = RowLock | Literal["update"]
-_IDS = ARRAY(UUID(as_uuid=True))
 _ROUNDS = 3
-
-
-def _in(column: Any, ids: Collection[uuid.UUID]) -> Any:
-    return column == any_(literal(sorted(ids), _IDS))
 
 
 def _locked(statement: Select[*tuple[Any, ...]], lock: Lock, of: Any, skip_locked: bool) -> Select[*tuple[Any, ...]]:
@@ -48,28 +43,33 @@ async def lock_rows(
     lock: Lock,
     *,
     skip_locked: bool = False,
+    places: Mapping[uuid.UUID, uuid.UUID] | None = None,
 ) -> list[Row[Any]]:
     """The rows of `statement` (which selects `of`'s rows and may filter them further) whose ids are `ids`, locked
     with `lock` until the transaction ends; rows that do not exist (or the statement leaves out) are not answered,
     nor, with `skip_locked`, rows another transaction holds.
-    `of`: a mapped class with `id` and `project_id` columns."""
+    `of`: a mapped class with `id` and `project_id` columns. `places`: {id: project} of `ids` the caller has just read,
+    which saves the first read of the projects (a row moved since is looked up again all the same)."""
     answered: dict[Any, Row[Any]] = {}
     tried: dict[uuid.UUID, uuid.UUID] = {}  # id -> the project it was locked in
     wanted = set(ids)
     for _ in range(_ROUNDS):
-        places = await session.execute(select(of.id, of.project_id).where(_in(of.id, wanted))) if wanted else ()
+        if places is None:
+            read = await session.execute(select(of.id, of.project_id).where(id_in(of.id, wanted))) if wanted else ()
+            places = {row.id: row.project_id for row in read}
         by_project: dict[uuid.UUID, set[uuid.UUID]] = defaultdict(set)
-        for row in places:
-            if tried.get(row.id) != row.project_id:  # new, or moved since its lock was tried
-                by_project[row.project_id].add(row.id)
+        for row_id, project_id in places.items():
+            if row_id in wanted and tried.get(row_id) != project_id:  # new, or moved since its lock was tried
+                by_project[project_id].add(row_id)
         if not by_project:
             break
         for project_id in sorted(by_project):
             group = by_project[project_id]
-            routed = statement.where(of.project_id == project_id, _in(of.id, group)).order_by(of.id)
+            routed = statement.where(of.project_id == project_id, id_in(of.id, group)).order_by(of.id)
             for row in await session.execute(_locked(routed, lock, of, skip_locked)):
                 answered[row.id] = row
             tried.update(dict.fromkeys(group, project_id))
         # Not locked where it was read: moved meanwhile (look again), deleted, or left out by the statement.
         wanted = {row_id for group in by_project.values() for row_id in group if row_id not in answered}
+        places = None
     return list(answered.values())

@@ -35,6 +35,7 @@ from sqlalchemy.orm import aliased
 
 from app.config import Bm25Settings
 from app.db.engine import execute_core
+from app.db.id_lists import id_in_param
 from app.db.models import Edge, EdgeType, LexicalCorpus, LexicalTerm, Thought, ThoughtStatus
 from app.db.records import ThoughtRecord
 from app.db.repositories.thoughts import (
@@ -42,7 +43,6 @@ from app.db.repositories.thoughts import (
     FilterShape,
     ThoughtFilter,
     VectorScan,
-    id_in_param,
     thought_select,
 )
 from app.db.vector import HNSW_EF_SEARCH, index_distance, vector_param

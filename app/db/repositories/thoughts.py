@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.id_lists import id_in
 from app.db.locks import RowLock, row_locked
 from app.db.models import TEXT_SEARCH_CONFIG, Edge, EdgeType, Project, Thought, ThoughtStatus
 from app.db.records import ProjectRecord, ThoughtRecord
@@ -55,9 +56,6 @@ THOUGHT_COLUMNS = (
     Thought.updated_at,
     Thought.embedding_model,
 )
-
-
-ID_LIST = ARRAY(UUID(as_uuid=True))  # a list of ids travels as one uuid[] parameter
 
 
 def content_md5(content: str) -> str:
@@ -89,16 +87,6 @@ def with_facts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 INSERT_THOUGHTS = insert(Thought).values(lexemes=lexeme_count(bindparam(LEXEMES_OF, type_=Text)))
-
-
-def id_in(column: Any, ids: Sequence[uuid.UUID] | set[uuid.UUID]) -> Any:
-    """`column = ANY(:ids)`: one uuid[] parameter, not one bind per id (cheap to compile, no 32 767-bind limit)."""
-    return column == any_(literal(list(ids), ID_LIST))
-
-
-def id_in_param(column: Any, name: str = "ids") -> Any:
-    """`column = ANY(:name)` with the uuid[] bound at execution: for statements built once and reused."""
-    return column == any_(bindparam(name, type_=ID_LIST))
 
 
 def thought_select() -> Select[*tuple[Any, ...]]:
@@ -408,8 +396,8 @@ class ThoughtRepository:
         pending: ColumnElement[bool] = Thought.embedding.is_(None)
         if include_other_models:
             pending = pending | (Thought.embedding_model != model_id)
-        first = select(Thought.id).where(pending).order_by(Thought.id).limit(limit)
-        ids = [row.id for row in await self.session.execute(first)]
+        first = select(Thought.id, Thought.project_id).where(pending).order_by(Thought.id).limit(limit)
+        places = {row.id: row.project_id for row in await self.session.execute(first)}
         statement = select(Thought.id, Thought.content).where(pending)  # pending still, once locked
-        rows = await lock_rows(self.session, statement, Thought, ids, "update", skip_locked=True)
+        rows = await lock_rows(self.session, statement, Thought, places, "update", skip_locked=True, places=places)
         return [(row.id, row.content) for row in rows]

@@ -13,10 +13,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import execute_core
+from app.db.id_lists import id_in_param
 from app.db.locks import row_locked
 from app.db.models import Primer, Thought, ThoughtHit
 from app.db.records import ThoughtRecord
-from app.db.repositories.thoughts import id_in_param
 from app.db.visibility import VISIBLE_PROJECTS, caller_of
 from app.ids import new_id
 

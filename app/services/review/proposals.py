@@ -349,8 +349,8 @@ class ProposalService:
         of_the_run = select(*_COLUMNS).where(
             PlacementProposal.run_id == run_id, PlacementProposal.status == ProposalStatus.accepted
         )
-        ids = {row.id for row in await self.session.execute(of_the_run)}
-        locked = await lock_rows(self.session, of_the_run, PlacementProposal, ids, "update")
+        places = {row.id: row.project_id for row in await self.session.execute(of_the_run)}
+        locked = await lock_rows(self.session, of_the_run, PlacementProposal, places, "update", places=places)
         # Newest first, as the rollback reverts them.
         proposals = sorted((_proposal(row) for row in locked), key=lambda p: (p.applied_at, p.id), reverse=True)
         await require_role(self.session, [proposal.project_id for proposal in proposals])

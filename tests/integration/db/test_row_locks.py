@@ -68,7 +68,7 @@ async def test_a_row_moved_while_the_lock_waited_is_locked_in_its_new_project(wr
             waiting = asyncio.create_task(
                 lock_rows(locker, select(Thought.id, Thought.project_id), Thought, [moved, ids[1]], "no key update")
             )
-            for _ in range(500):
+            for _ in range(6000):  # up to a minute on a slow machine; it waits within milliseconds here
                 async with writer.context.db.unit_of_work() as probe:
                     state = await probe.execute(
                         text("SELECT wait_event_type FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
@@ -90,3 +90,13 @@ async def test_skip_locked_leaves_out_a_row_another_transaction_holds(writer: To
         async with writer.context.db.unit_of_work() as session:
             rows = await lock_rows(session, select(Thought.id), Thought, ids, "update", skip_locked=True)
     assert sorted(row.id for row in rows) == sorted(ids[:2])
+
+
+async def test_places_read_before_a_move_are_looked_up_again(writer: ToolCaller) -> None:
+    """`places` the caller read earlier save the first read; one that is stale by the lock's time is read again."""
+    ids, alpha, beta = await _projects(writer)
+    async with writer.context.db.unit_of_work() as session:
+        await session.execute(update(Thought).where(Thought.id == ids[0]).values(project_id=beta))
+        stale = {ids[0]: alpha, ids[1]: alpha}
+        rows = await lock_rows(session, select(Thought.id, Thought.project_id), Thought, stale, "update", places=stale)
+    assert {row.id: row.project_id for row in rows} == {ids[0]: beta, ids[1]: alpha}
