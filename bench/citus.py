@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import subprocess
 import time
@@ -31,7 +30,7 @@ from app.config import Bm25Settings
 from app.db.engine import Database
 from app.db.repositories.search import SearchFilter, SearchRepository
 from app.services.recall.search import pool_size
-from bench.common import machine
+from bench.common import machine, write_results
 from bench.dataset import served_default_model
 from bench.scale import LIMIT, RESULTS, Probe, Store, _where, load_base, make_probe, open_store, scoped_cases
 from bench.search import exact, full_precision, recall_at, summary_ms
@@ -150,9 +149,7 @@ def main() -> None:
             print(f"loaded in {results['load_s']} s", flush=True)
         results["classes"] = asyncio.run(measure(store, args.cluster_url, model, args.queries))
         target = args.json or RESULTS / f"citus-{args.thoughts}.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(results, indent=2, default=str) + "\n")
-        print(f"results: {target}")
+        write_results(results, target)
     finally:
         store.embedded.stop()
 

@@ -31,6 +31,13 @@ def shipped_settings() -> Settings:
     return Settings.model_construct()
 
 
+def write_results(results: dict[str, Any], target: Path) -> None:
+    """A benchmark's results as indented JSON at `target` (its folder made), and where they went."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"results: {target}")
+
+
 def machine() -> str:
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import random
 import statistics
 import time
@@ -43,7 +42,7 @@ from app.services.auth.tokens import AuthService
 from app.services.context import AppContext
 from app.services.jobs.background import refresh_thought_estimates
 from app.services.jobs.project_indexes import reconcile_project_indexes
-from bench.common import machine, shipped_settings
+from bench.common import machine, shipped_settings, write_results
 from bench.dataset import PROJECTS, generate_queries, model_cache_dir, offline_runtime, open_dataset, tool_caller
 from bench.search import pct, summary_ms
 
@@ -145,9 +144,7 @@ def main() -> None:
     with open_dataset(args.thoughts) as dataset:
         results = asyncio.run(run(args.thoughts, dataset.url, args.queries))
     target = args.json or RESULTS / f"membership-{args.thoughts}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(f"results: {target}")
+    write_results(results, target)
 
 
 if __name__ == "__main__":

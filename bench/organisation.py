@@ -44,7 +44,7 @@ from app.db.engine import Database, build_engine
 from app.embedding.profiles import OFFLINE_MINILM, profile_for
 from app.services.context import AppContext
 from app.services.status.health import CHECKS, DETAIL_LIMIT
-from bench.common import machine, shipped_settings
+from bench.common import machine, shipped_settings, write_results
 from bench.dataset import (
     PROJECTS,
     Dataset,
@@ -403,9 +403,7 @@ def main() -> None:
     with open_dataset(args.thoughts) as dataset:
         results = asyncio.run(main_async(dataset, args))
     target = args.json or RESULTS / f"organisation-{args.thoughts}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(f"results: {target}")
+    write_results(results, target)
 
 
 if __name__ == "__main__":

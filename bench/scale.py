@@ -83,7 +83,7 @@ from app.services.context import AppContext
 from app.services.jobs.background import refresh_thought_estimates
 from app.services.jobs.project_indexes import reconcile_project_indexes
 from app.services.recall.search import pool_size
-from bench.common import machine
+from bench.common import machine, write_results
 from bench.dataset import (
     DATA_ROOT,
     PROJECTS,
@@ -1057,9 +1057,7 @@ def main() -> None:
                 "" if args.sections == DEFAULT_SECTIONS else "-" + "-".join(args.sections)
             )
             target = args.json or RESULTS / f"scale-{args.thoughts}{suffix}.json"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(results, indent=2, default=str) + "\n")
-            print(f"results: {target}")
+            write_results(results, target)
     finally:
         store.embedded.stop()
 

@@ -87,7 +87,7 @@ from app.services.jobs.project_indexes import reconcile_project_indexes
 from app.services.recall.operations import search_service
 from app.services.recall.search import SearchQuery, pool_size
 from app.services.scope import resolve_read_scope
-from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready
+from bench.common import cpu_times, free_port, machine, mcp_session, wait_ready, write_results
 from bench.dataset import (
     DATA_ROOT,
     PROJECTS,
@@ -985,9 +985,7 @@ def main() -> None:
     ):
         results = asyncio.run(main_async(dataset, args, Path(tmp)))
     target = args.json or RESULTS / f"search-{dataset_dir(args.thoughts, args.model, args.data_root).name}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(f"results: {target}")
+    write_results(results, target)
 
 
 if __name__ == "__main__":
