@@ -390,6 +390,16 @@ async def test_update_with_an_unregistered_cwd_keeps_the_project(writer: ToolCal
     assert answer.meta["warnings"] == []
 
 
+async def test_update_with_the_cwd_of_its_own_project_changes_nothing(writer: ToolCaller) -> None:
+    """No write at all (a store sharded by project refuses even a same-value write of `project_id`)."""
+    project = await register(writer, "Demo", "/work/demo")
+    item = await create(writer, "staying home", cwd="/work/demo")
+    before = await rows(writer.context, "SELECT project_id, updated_at, xmin::text FROM thought")
+    answer = await update(writer, item["id"], cwd="/work/demo/sub")
+    assert answer.item["project_id"] == project["id"]
+    assert await rows(writer.context, "SELECT project_id, updated_at, xmin::text FROM thought") == before
+
+
 @pytest.mark.parametrize("name", ["content", "tags", "status", "is_protected", "is_global", "cwd"])
 async def test_update_treats_null_as_not_given(writer: ToolCaller, name: str) -> None:
     item = await create(writer, "nulls change nothing", tags=["keep"], status="draft", is_protected=True)
